@@ -1,0 +1,240 @@
+"""Cooperative games: callables mapping a boolean coalition matrix (k × n) to k values.
+
+A transferable-utility game on players N = {0..n-1} is a set function v: 2^N → R.  Following shapiq, a
+:class:`Game` is evaluated on many coalitions at once: ``game(C)`` with ``C`` a boolean array of shape
+(k, n) returns the k values v(C[0]), …, v(C[k-1]) as float64.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def as_coalitions(coalitions, n_players: int) -> np.ndarray:
+    """Validate and return a (k, n) boolean coalition matrix (a single 1-d coalition becomes k = 1)."""
+    C = np.asarray(coalitions)
+    if C.ndim == 1:
+        C = C[None, :]
+    if C.ndim != 2 or C.shape[1] != n_players:
+        raise ValueError(f"coalitions must have shape (k, {n_players}); got {tuple(np.shape(coalitions))}")
+    if C.dtype != bool:
+        if not np.isin(C, (0, 1)).all():
+            raise ValueError("coalitions must be boolean (or 0/1) membership indicators")
+        C = C.astype(bool)
+    return C
+
+
+def all_coalitions(n_players: int) -> np.ndarray:
+    """All 2^n coalitions as a (2^n, n) boolean matrix; row m is the bitmask m (player i ↔ bit i)."""
+    masks = np.arange(2**n_players, dtype=np.int64)
+    return ((masks[:, None] >> np.arange(n_players)) & 1).astype(bool)
+
+
+class Game(abc.ABC):
+    """A TU game.  Subclasses implement :meth:`value` on a validated boolean matrix."""
+
+    n_players: int
+
+    def __call__(self, coalitions) -> np.ndarray:
+        C = as_coalitions(coalitions, self.n_players)
+        values = np.asarray(self.value(C), dtype=np.float64).reshape(-1)
+        if values.shape[0] != C.shape[0]:
+            raise RuntimeError(f"{type(self).__name__}.value returned {values.shape[0]} values for {C.shape[0]} coalitions")
+        return values
+
+    @abc.abstractmethod
+    def value(self, coalitions: np.ndarray) -> np.ndarray:
+        """Values of the rows of a (k, n) boolean matrix."""
+
+    @property
+    def empty_value(self) -> float:
+        return float(self(np.zeros((1, self.n_players), dtype=bool))[0])
+
+    @property
+    def grand_value(self) -> float:
+        return float(self(np.ones((1, self.n_players), dtype=bool))[0])
+
+    def table(self) -> np.ndarray:
+        """All 2^n values indexed by bitmask (player i ↔ bit i).  Only for small n."""
+        _check_small(self.n_players, "table()")
+        return self(all_coalitions(self.n_players))
+
+
+def _check_small(n: int, what: str, limit: int = 24) -> None:
+    if n > limit:
+        raise ValueError(f"{what} enumerates 2^n coalitions; n = {n} exceeds the limit {limit}")
+
+
+class FunctionGame(Game):
+    """Wrap any callable ``f(C) -> values`` on (k, n) boolean matrices as a game."""
+
+    def __init__(self, fn: Callable[[np.ndarray], np.ndarray], n_players: int):
+        _check_n(n_players)
+        self.fn, self.n_players = fn, n_players
+
+    def value(self, coalitions):
+        return self.fn(coalitions)
+
+
+class TableGame(Game):
+    """An explicit game given by its 2^n values, indexed by bitmask (player i ↔ bit i)."""
+
+    def __init__(self, values: Sequence[float] | np.ndarray):
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        n = int(np.log2(values.size)) if values.size else -1
+        if values.size == 0 or 2**n != values.size:
+            raise ValueError(f"a table game needs 2^n values; got {values.size}")
+        if not np.isfinite(values).all():
+            raise ValueError("table game values must be finite")
+        _check_n(n)
+        self.values, self.n_players = values, n
+
+    @classmethod
+    def from_game(cls, game: Game) -> "TableGame":
+        return cls(game.table())
+
+    @classmethod
+    def random(cls, n_players: int, seed: int = 0, bound: float = 1.0, normalize: bool = False) -> "TableGame":
+        """Uniform values in [0, bound]; with ``normalize`` v(∅) = 0."""
+        rng = np.random.default_rng(seed)
+        values = rng.uniform(0.0, bound, size=2**n_players)
+        if normalize:
+            values[0] = 0.0
+        return cls(values)
+
+    def value(self, coalitions):
+        masks = coalitions.astype(np.int64) @ (np.int64(1) << np.arange(self.n_players, dtype=np.int64))
+        return self.values[masks]
+
+
+class AdditiveGame(Game):
+    """v(S) = Σ_{i∈S} w_i.  Shapley value φ_i = w_i."""
+
+    def __init__(self, weights: Sequence[float]):
+        self.weights = np.asarray(weights, dtype=np.float64)
+        _check_n(self.weights.size)
+        self.n_players = self.weights.size
+
+    def value(self, coalitions):
+        return coalitions.astype(np.float64) @ self.weights
+
+
+class UnanimityGame(Game):
+    """u_T(S) = 1 if T ⊆ S else 0.  Shapley value 1/|T| on T, 0 elsewhere; Harsanyi dividend 1 on T only."""
+
+    def __init__(self, n_players: int, carrier: Sequence[int]):
+        _check_n(n_players)
+        self.n_players, self.carrier = n_players, np.asarray(sorted(set(carrier)), dtype=np.int64)
+        if self.carrier.size == 0 or self.carrier.min() < 0 or self.carrier.max() >= n_players:
+            raise ValueError(f"carrier must be a non-empty subset of 0..{n_players - 1}")
+
+    def value(self, coalitions):
+        return coalitions[:, self.carrier].all(axis=1).astype(np.float64)
+
+
+class GloveGame(Game):
+    """Left/right glove market: v(S) = min(|S ∩ L|, |S ∩ R|) pairs of gloves."""
+
+    def __init__(self, left: Sequence[int], right: Sequence[int]):
+        self.left, self.right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        players = np.concatenate([self.left, self.right])
+        if len(set(players.tolist())) != players.size or sorted(players.tolist()) != list(range(players.size)):
+            raise ValueError("left and right must partition the players 0..n-1")
+        self.n_players = players.size
+        _check_n(self.n_players)
+
+    def value(self, coalitions):
+        return np.minimum(coalitions[:, self.left].sum(1), coalitions[:, self.right].sum(1)).astype(np.float64)
+
+
+class MajorityGame(Game):
+    """Weighted majority (voting) game: v(S) = 1 if Σ_{i∈S} w_i ≥ quota else 0."""
+
+    def __init__(self, weights: Sequence[float], quota: float):
+        self.weights, self.quota = np.asarray(weights, dtype=np.float64), float(quota)
+        _check_n(self.weights.size)
+        self.n_players = self.weights.size
+
+    def value(self, coalitions):
+        return (coalitions.astype(np.float64) @ self.weights >= self.quota).astype(np.float64)
+
+
+class MaxSumGame(Game):
+    """MaxShapley's game: U(S) = Σ_j w_j max_{i∈S} r_ij, with max over ∅ equal to 0.
+
+    ``relevance`` is (n players × m aspects); ``weights`` (m,) defaults to ones.
+    """
+
+    def __init__(self, relevance, weights=None):
+        r = np.asarray(relevance, dtype=np.float64)
+        if r.ndim == 1:
+            r = r[:, None]
+        if r.ndim != 2 or r.shape[0] == 0:
+            raise ValueError(f"relevance must be (n_players, n_aspects); got shape {np.shape(relevance)}")
+        if not np.isfinite(r).all():
+            raise ValueError("relevance scores must be finite")
+        w = np.ones(r.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != (r.shape[1],):
+            raise ValueError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
+        self.relevance, self.weights, self.n_players = r, w, r.shape[0]
+
+    def value(self, coalitions):
+        masked = np.where(coalitions[:, :, None], self.relevance[None], -np.inf)  # (k, n, m)
+        best = masked.max(axis=1)
+        best[~np.isfinite(best)] = 0.0
+        return best @ self.weights
+
+
+class ValueNetGame(Game):
+    """The game a set value network plays on one context: v(S) = net(units[S], query).
+
+    ``net`` is a :class:`scp.value_net.DeepSetsValue` (or anything with the same ``forward(units, query, mask,
+    extra)``); ``units`` is (n, d), ``query`` (d,), ``extra`` optional per-unit features (n, e).  Values are
+    computed in eval mode (no dropout), in batches of ``batch_size`` coalitions.
+    """
+
+    def __init__(self, net, units, query, extra=None, batch_size: int = 4096):
+        import torch
+
+        from .value_net import check_inputs
+
+        units_t = torch.as_tensor(units)
+        query_t = torch.as_tensor(query)
+        extra_t = None if extra is None else torch.as_tensor(extra)
+        check_inputs(units_t[None], query_t[None], None, None if extra_t is None else extra_t[None])
+        self.net, self.units, self.query, self.extra = net, units_t, query_t, extra_t
+        self.n_players, self.batch_size = units_t.shape[0], batch_size
+
+    def value(self, coalitions):
+        import torch
+
+        out = []
+        was_training = self.net.training
+        self.net.eval()
+        try:
+            with torch.no_grad():
+                for start in range(0, coalitions.shape[0], self.batch_size):
+                    C = torch.as_tensor(coalitions[start:start + self.batch_size])
+                    k = C.shape[0]
+                    units = self.units[None].expand(k, -1, -1)
+                    query = self.query[None].expand(k, -1)
+                    extra = None if self.extra is None else self.extra[None].expand(k, -1, -1)
+                    out.append(self.net(units, query, C, extra).double().cpu().numpy())
+        finally:
+            self.net.train(was_training)
+        return np.concatenate(out) if out else np.zeros(0)
+
+
+def _check_n(n: int) -> None:
+    if n < 1:
+        raise ValueError(f"a game needs at least one player; got n = {n}")
+
+
+def coalitions_of_size(n_players: int, size: int) -> np.ndarray:
+    """All coalitions of a given size as a boolean matrix (small n only)."""
+    rows = [np.isin(np.arange(n_players), c) for c in itertools.combinations(range(n_players), size)]
+    return np.array(rows, dtype=bool).reshape(-1, n_players)
