@@ -194,10 +194,12 @@ class ValueNetGame(Game):
 
     ``net`` is a :class:`scp.value_net.DeepSetsValue` (or anything with the same ``forward(units, query, mask,
     extra)``); ``units`` is (n, d), ``query`` (d,), ``extra`` optional per-unit features (n, e).  Values are
-    computed in eval mode (no dropout), in batches of ``batch_size`` coalitions.
+    computed in eval mode (no dropout), in batches of ``batch_size`` coalitions.  By default each coalition is a
+    full network forward (the definition); ``cache_psi=True`` computes ψ once per unit and sum-pools cached
+    rows, v(S) = B·σ(ρ(base + Σ_{c∈S} ψ_c)), which is exact for Deep Sets networks and much cheaper.
     """
 
-    def __init__(self, net, units, query, extra=None, batch_size: int = 4096):
+    def __init__(self, net, units, query, extra=None, batch_size: int = 4096, cache_psi: bool = False):
         import torch
 
         from .value_net import check_inputs
@@ -207,7 +209,7 @@ class ValueNetGame(Game):
         extra_t = None if extra is None else torch.as_tensor(extra)
         check_inputs(units_t[None], query_t[None], None, None if extra_t is None else extra_t[None])
         self.net, self.units, self.query, self.extra = net, units_t, query_t, extra_t
-        self.n_players, self.batch_size = units_t.shape[0], batch_size
+        self.n_players, self.batch_size, self.cache_psi = units_t.shape[0], batch_size, cache_psi
 
     def value(self, coalitions):
         import torch
@@ -217,13 +219,18 @@ class ValueNetGame(Game):
         self.net.eval()
         try:
             with torch.no_grad():
+                extra1 = None if self.extra is None else self.extra[None]
+                if self.cache_psi:
+                    h, base = self.net.encode(self.units[None], self.query[None], extra1)
                 for start in range(0, coalitions.shape[0], self.batch_size):
-                    C = torch.as_tensor(coalitions[start:start + self.batch_size])
-                    k = C.shape[0]
-                    units = self.units[None].expand(k, -1, -1)
-                    query = self.query[None].expand(k, -1)
-                    extra = None if self.extra is None else self.extra[None].expand(k, -1, -1)
-                    out.append(self.net(units, query, C, extra).double().cpu().numpy())
+                    C = torch.as_tensor(coalitions[start:start + self.batch_size], device=self.units.device)
+                    if self.cache_psi:
+                        v = self.net.pooled_value(base + C.to(h.dtype) @ h[0])
+                    else:
+                        k = C.shape[0]
+                        v = self.net(self.units[None].expand(k, -1, -1), self.query[None].expand(k, -1), C,
+                                     None if extra1 is None else extra1.expand(k, -1, -1))
+                    out.append(v.double().cpu().numpy())
         finally:
             self.net.train(was_training)
         return np.concatenate(out) if out else np.zeros(0)

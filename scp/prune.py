@@ -1,0 +1,139 @@
+"""Pruning a context from per-sentence scores: top-K, keep ratio, average threshold, token budget.
+
+Kept sentences always stay in their original order.  Token counts use a named tokenizer; the default
+``regex-words`` counts lowercase ``\\w+`` words plus punctuation marks, so counts are reproducible without any
+model download.  Any callable ``str -> list`` can be passed instead, with its name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def regex_tokens(text: str) -> list[str]:
+    """The ``regex-words`` tokenizer: ``\\w+`` runs and single punctuation marks."""
+    return _TOKEN.findall(text)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What pruning kept, what it removed, and what it saved."""
+
+    kept_text: str
+    kept_indices: tuple[int, ...]
+    removed_indices: tuple[int, ...]
+    scores: tuple[float, ...]
+    original_tokens: int
+    kept_tokens: int
+    tokenizer: str
+    criterion: str
+
+    @property
+    def n_units(self) -> int:
+        return len(self.scores)
+
+    @property
+    def keep_rate(self) -> float:
+        """Fraction of units kept."""
+        return len(self.kept_indices) / self.n_units
+
+    @property
+    def token_ratio(self) -> float:
+        """kept tokens / original tokens."""
+        return self.kept_tokens / self.original_tokens if self.original_tokens else 1.0
+
+    @property
+    def compression_rate(self) -> float:
+        """Fraction of tokens removed: 1 − kept/original."""
+        return 1.0 - self.token_ratio
+
+    def as_dict(self) -> dict:
+        return {"kept_text": self.kept_text, "kept_indices": list(self.kept_indices),
+                "removed_indices": list(self.removed_indices), "scores": list(self.scores),
+                "original_tokens": self.original_tokens, "kept_tokens": self.kept_tokens,
+                "tokenizer": self.tokenizer, "criterion": self.criterion, "keep_rate": self.keep_rate,
+                "token_ratio": self.token_ratio, "compression_rate": self.compression_rate}
+
+
+def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: float | None = None,
+           threshold: str | float | None = None, token_counts: Sequence[int] | None = None,
+           token_budget: int | None = None) -> tuple[np.ndarray, str]:
+    """Indices to keep (sorted) under exactly one criterion, and the criterion's description.
+
+    - ``top_k``: the k highest scores;  ``keep_ratio``: the ceil(r·n) highest (at least one);
+    - ``threshold="mean"``: φ_i ≥ mean(φ) (the paper's Algorithm 3), or a number: φ_i ≥ that number;
+    - ``token_budget`` (needs ``token_counts``): greedily by decreasing score, keep each unit that still fits.
+    Ties are broken by original position (earlier first).
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    n = s.size
+    if n == 0:
+        raise ValueError("empty context: nothing to prune")
+    if not np.isfinite(s).all():
+        raise ValueError("scores contain NaN or inf")
+    given = {k: v for k, v in dict(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
+                                    token_budget=token_budget).items() if v is not None}
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
+    order = np.argsort(-s, kind="stable")
+    if top_k is not None:
+        if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k:
+            raise ValueError(f"top_k must be an integer ≥ 1; got {top_k!r}")
+        keep, desc = order[:min(top_k, n)], f"top_k={top_k}"
+    elif keep_ratio is not None:
+        if not 0 < keep_ratio <= 1:
+            raise ValueError(f"keep_ratio must be in (0, 1]; got {keep_ratio}")
+        keep, desc = order[:max(1, math.ceil(keep_ratio * n - 1e-9))], f"keep_ratio={keep_ratio}"
+    elif threshold is not None:
+        if threshold == "mean":
+            cut, desc = s.mean(), "threshold=mean"
+        elif isinstance(threshold, (int, float)) and math.isfinite(threshold):
+            cut, desc = float(threshold), f"threshold={threshold}"
+        else:
+            raise ValueError(f"threshold must be 'mean' or a finite number; got {threshold!r}")
+        keep = np.flatnonzero(s >= cut - 1e-12)
+    else:
+        if token_counts is None or len(token_counts) != n:
+            raise ValueError("token_budget needs one token count per unit")
+        if not isinstance(token_budget, (int, np.integer)) or token_budget < 0:
+            raise ValueError(f"token_budget must be a non-negative integer; got {token_budget!r}")
+        counts, used, chosen = np.asarray(token_counts), 0, []
+        for i in order:
+            if used + counts[i] <= token_budget:
+                chosen.append(i)
+                used += counts[i]
+        keep, desc = np.asarray(chosen, dtype=np.int64), f"token_budget={token_budget}"
+    return np.sort(keep), desc
+
+
+def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | None = None,
+          keep_ratio: float | None = None, threshold: str | float | None = None, token_budget: int | None = None,
+          tokenizer: Callable[[str], list] | None = None, tokenizer_name: str | None = None,
+          separator: str = " ") -> PruneResult:
+    """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
+    sentences = list(sentences)
+    if not sentences:
+        raise ValueError("empty context: nothing to prune")
+    if len(scores) != len(sentences):
+        raise ValueError(f"got {len(scores)} scores for {len(sentences)} sentences")
+    if not all(isinstance(t, str) for t in sentences):
+        raise TypeError("sentences must be strings")
+    tokenize = tokenizer or regex_tokens
+    name = tokenizer_name or ("regex-words" if tokenizer is None else getattr(tokenizer, "__name__", "custom"))
+    counts = [len(tokenize(t)) for t in sentences]
+    keep, desc = select(scores, top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
+                        token_counts=counts, token_budget=token_budget)
+    kept = set(keep.tolist())
+    return PruneResult(
+        kept_text=separator.join(sentences[i].strip() for i in keep),
+        kept_indices=tuple(int(i) for i in keep),
+        removed_indices=tuple(i for i in range(len(sentences)) if i not in kept),
+        scores=tuple(float(x) for x in scores), original_tokens=int(sum(counts)),
+        kept_tokens=int(sum(counts[i] for i in keep)), tokenizer=name, criterion=desc)

@@ -1,0 +1,363 @@
+"""Shapley estimators with one interface: ``estimate(game, method, **kw) -> ShapleyResult``.
+
+φ_i(v) = Σ_{S ⊆ N∖{i}} |S|!(n−|S|−1)!/n! · (v(S∪{i}) − v(S)) = E_π[v(P_i^π ∪ {i}) − v(P_i^π)],
+P_i^π the players before i in a uniform random permutation π.
+
+- :func:`exact` enumerates all 2^n coalitions (batched), O(n·2^n) arithmetic.
+- :func:`monte_carlo` is the paper's Algorithm 1: M permutations, every prefix coalition evaluated in one
+  batched call, each player credited its marginal.  A value-network game takes the Deep Sets fast path
+  (:func:`deepsets_shapley`): ψ once per unit, ρ's first linear layer applied before the prefix sums, one
+  batched ρ call for all M·(n+1) prefixes of many contexts; differentiable in the network's parameters.
+- :func:`leave_one_out` is v(N) − v(N∖{i}) (n + 1 evaluations); it is not a Shapley estimator and fails on
+  redundancy (two copies of a needed sentence each get ≈ 0).
+- :func:`max_game_shapley` / :func:`max_shapley` are closed forms for max games in O(m log m).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .games import Game, ValueNetGame, all_coalitions
+
+DEFAULT_EXACT_LIMIT = 16
+
+
+@dataclass
+class ShapleyResult:
+    """Estimated Shapley values of one game, with the budget spent and how they were obtained."""
+
+    values: np.ndarray
+    n_evaluations: int
+    method: str
+    std_errors: np.ndarray | None = None
+    seed: int | None = None
+    n_permutations: int | None = None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def n_players(self) -> int:
+        return self.values.shape[0]
+
+    def ranking(self) -> np.ndarray:
+        """Players by decreasing value (ties by index)."""
+        return np.argsort(-self.values, kind="stable")
+
+
+@dataclass
+class BatchShapley:
+    """Monte-Carlo Shapley values of a padded batch of value-network contexts (torch, differentiable)."""
+
+    values: torch.Tensor  # (b, n); 0 on padded units
+    std_errors: torch.Tensor  # (b, n), detached; nan where not defined
+    n_units: torch.Tensor  # (b,)
+    n_permutations: int
+    antithetic: bool
+    seed: int
+    grand_values: torch.Tensor  # v(N) per context
+    empty_values: torch.Tensor  # v(∅) per context
+
+    @property
+    def n_evaluations(self) -> torch.Tensor:
+        """Prefix coalitions valued per context: M·(n_b + 1)."""
+        return self.n_permutations * (self.n_units + 1)
+
+    def result(self, i: int) -> ShapleyResult:
+        n = int(self.n_units[i])
+        return ShapleyResult(
+            values=self.values[i, :n].detach().double().cpu().numpy(),
+            std_errors=self.std_errors[i, :n].double().cpu().numpy(),
+            n_evaluations=int(self.n_evaluations[i]), method="monte_carlo[deepsets-fast]", seed=self.seed,
+            n_permutations=self.n_permutations,
+            metadata={"antithetic": self.antithetic, "v_grand": float(self.grand_values[i]),
+                      "v_empty": float(self.empty_values[i])})
+
+
+def resolve_seed(seed: int | None) -> int:
+    """The given seed, or a fresh one drawn from OS entropy (recorded in results so runs can be repeated)."""
+    if seed is None:
+        return int(np.random.SeedSequence().entropy % (2**63))
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or None; got {seed!r}")
+    return int(seed)
+
+
+def _check_permutation_count(n_permutations: int, antithetic: bool) -> None:
+    if not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
+        raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+    if antithetic and n_permutations % 2:
+        raise ValueError(f"antithetic sampling pairs each permutation with its reverse: M must be even; got {n_permutations}")
+
+
+def sample_permutations(n_players: int, n_permutations: int, seed: int | None = None,
+                        antithetic: bool = False) -> np.ndarray:
+    """(M, n) uniform random permutations; with ``antithetic`` rows 2k+1 reverse rows 2k."""
+    _check_permutation_count(n_permutations, antithetic)
+    rng = np.random.default_rng(resolve_seed(seed))
+    m = n_permutations // 2 if antithetic else n_permutations
+    perms = np.argsort(rng.random((m, n_players)), axis=1)
+    if antithetic:
+        perms = np.stack([perms, perms[:, ::-1]], axis=1).reshape(n_permutations, n_players)
+    return perms
+
+
+def _std_errors(marginals: np.ndarray | torch.Tensor, antithetic: bool):
+    """Per-player standard error of the mean marginal over the permutation axis (−2).
+
+    Antithetic pairs are averaged first, so the pair means are the i.i.d. draws.
+    """
+    if antithetic:
+        shape = marginals.shape
+        marginals = marginals.reshape(*shape[:-2], shape[-2] // 2, 2, shape[-1]).mean(-2)
+    m = marginals.shape[-2]
+    if m < 2:
+        return marginals[..., 0, :] * float("nan")
+    if isinstance(marginals, torch.Tensor):
+        return marginals.std(dim=-2) / math.sqrt(m)
+    return marginals.std(axis=-2, ddof=1) / math.sqrt(m)
+
+
+# ---------------------------------------------------------------------------------------------------- exact
+
+def exact(game: Game, max_players: int = DEFAULT_EXACT_LIMIT, batch_size: int = 1 << 14) -> ShapleyResult:
+    """Exact Shapley values by enumerating all 2^n coalitions (refused above ``max_players``)."""
+    n = game.n_players
+    if n > max_players:
+        raise ValueError(f"exact Shapley needs 2^n = 2^{n} evaluations; n = {n} exceeds max_players = {max_players} "
+                         f"(raise max_players or use monte_carlo)")
+    table = np.concatenate([game(all_coalitions(n)[s:s + batch_size]) for s in range(0, 2**n, batch_size)])
+    return ShapleyResult(values=shapley_from_table(table), n_evaluations=2**n, method="exact",
+                         std_errors=np.zeros(n))
+
+
+def shapley_from_table(table: np.ndarray) -> np.ndarray:
+    """φ from all 2^n values indexed by bitmask: φ_i = Σ_{S∌i} w(|S|)(v(S+i) − v(S)), w(s) = 1/(n·C(n−1, s))."""
+    table = np.asarray(table, dtype=np.float64)
+    n = int(round(math.log2(table.size)))
+    masks = np.arange(table.size)
+    sizes = np.bitwise_count(masks.astype(np.uint64)).astype(np.int64)
+    weights = np.array([1.0 / (n * math.comb(n - 1, s)) for s in range(n)])
+    phi = np.empty(n)
+    for i in range(n):
+        without = masks[(masks >> i) & 1 == 0]
+        phi[i] = weights[sizes[without]] @ (table[without | (1 << i)] - table[without])
+    return phi
+
+
+# --------------------------------------------------------------------------------------------- leave-one-out
+
+def leave_one_out(game: Game) -> ShapleyResult:
+    """φ_i^LOO = v(N) − v(N∖{i})."""
+    n = game.n_players
+    coalitions = np.vstack([np.ones((1, n), dtype=bool), ~np.eye(n, dtype=bool)])
+    values = game(coalitions)
+    return ShapleyResult(values=values[0] - values[1:], n_evaluations=n + 1, method="leave_one_out")
+
+
+# ----------------------------------------------------------------------------------------------- Monte Carlo
+
+def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, seed: int | None = None,
+                device: str | torch.device | None = None, path: str = "auto",
+                permutations: np.ndarray | None = None) -> ShapleyResult:
+    """Algorithm 1: φ̂_i = (1/M) Σ_m [v(P_i^{π_m} ∪ {i}) − v(P_i^{π_m})].
+
+    ``path``: "auto" (fast path for value-network games, generic otherwise), "generic" (all prefix coalitions
+    of all permutations in one batched game call; any game) or "fast".  Explicit ``permutations`` (M, n)
+    override sampling, so both paths can be compared on the same draws.
+    """
+    if path not in ("auto", "generic", "fast"):
+        raise ValueError(f"path must be 'auto', 'generic' or 'fast'; got {path!r}")
+    seed = resolve_seed(seed)
+    n = game.n_players
+    if permutations is None:
+        permutations = sample_permutations(n, n_permutations, seed, antithetic)
+    else:
+        permutations = _check_permutations(permutations, n)
+        _check_permutation_count(permutations.shape[0], antithetic)
+    fast = isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_linear")
+    if path == "fast" and not fast:
+        raise ValueError("the fast path needs a ValueNetGame over a Deep Sets network")
+    if path != "generic" and fast:
+        return _monte_carlo_valuenet(game, permutations, antithetic, seed, device)
+    return _monte_carlo_generic(game, permutations, antithetic, seed)
+
+
+def _check_permutations(permutations, n: int) -> np.ndarray:
+    perms = np.asarray(permutations)
+    if perms.ndim != 2 or perms.shape[1] != n or perms.shape[0] < 1:
+        raise ValueError(f"permutations must be (M ≥ 1, {n}); got shape {perms.shape}")
+    if not (np.sort(perms, axis=1) == np.arange(n)).all():
+        raise ValueError("every row of permutations must be a permutation of 0..n-1")
+    return perms.astype(np.int64)
+
+
+def _monte_carlo_generic(game: Game, perms: np.ndarray, antithetic: bool, seed: int) -> ShapleyResult:
+    m, n = perms.shape
+    # prefix coalitions: row (k, t) holds the first t players of permutation k, t = 1..n-1 (∅ and N shared)
+    ranks = np.argsort(perms, axis=1)  # position of each player in each permutation
+    t = np.arange(1, n)
+    interior = ranks[:, None, :] < t[None, :, None]  # (M, n-1, n)
+    values = game(np.vstack([np.zeros((1, n), bool), np.ones((1, n), bool), interior.reshape(-1, n)]))
+    v_empty, v_grand = values[0], values[1]
+    prefix = np.concatenate([np.full((m, 1), v_empty), values[2:].reshape(m, n - 1), np.full((m, 1), v_grand)], 1)
+    marg_in_order = np.diff(prefix, axis=1)  # (M, n): marginal of the t-th player of each permutation
+    marginals = np.take_along_axis(marg_in_order, ranks, axis=1)  # back to player order
+    return ShapleyResult(values=marginals.mean(0), std_errors=_std_errors(marginals, antithetic),
+                         n_evaluations=int(m * (n - 1) + 2), method="monte_carlo[generic]", seed=seed,
+                         n_permutations=m, metadata={"antithetic": antithetic})
+
+
+def _monte_carlo_valuenet(game: ValueNetGame, perms: np.ndarray, antithetic: bool, seed: int, device) -> ShapleyResult:
+    dev = torch.device(device) if device is not None else next(game.net.parameters()).device
+    was_training = game.net.training
+    game.net.eval()
+    try:
+        with torch.no_grad():
+            batch = deepsets_shapley(
+                game.net.to(dev), game.units[None].to(dev), game.query[None].to(dev),
+                extra=None if game.extra is None else game.extra[None].to(dev),
+                n_permutations=perms.shape[0], antithetic=antithetic, seed=seed,
+                permutations=torch.as_tensor(perms, device=dev)[None])
+    finally:
+        game.net.train(was_training)
+    return batch.result(0)
+
+
+def random_permutations(mask: torch.Tensor, n_permutations: int, antithetic: bool,
+                        generator: torch.Generator) -> torch.Tensor:
+    """(b, M, n) permutations of each row's valid units (mask True) followed by its padding.
+
+    Random keys sort valid units uniformly; padded units get +inf keys and stay last.  Antithetic rows
+    negate the valid keys, which reverses the valid order.
+    """
+    b, n = mask.shape
+    m = n_permutations // 2 if antithetic else n_permutations
+    keys = torch.rand((b, m, n), generator=generator).to(mask.device)
+    if antithetic:
+        keys = torch.stack([keys, -keys], dim=2).reshape(b, n_permutations, n)
+    keys = keys.masked_fill(~mask[:, None, :], float("inf"))
+    return keys.argsort(dim=-1)
+
+
+def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None,
+                     extra: torch.Tensor | None = None, n_permutations: int = 50, antithetic: bool = False,
+                     seed: int | None = None, permutations: torch.Tensor | None = None,
+                     chunk_size: int | None = None) -> BatchShapley:
+    """Batched Monte-Carlo Shapley values of Deep Sets value networks over padded contexts.
+
+    With g_c = W₁ψ(x_c) and g₀ = W₁·base + b₁, the first ρ layer of prefix P_t^π is g₀ + Σ_{s≤t} g_{π(s)}:
+    one batched product of the 0/1 prefix-membership matrices (M·(n+1) × n) with g gives all prefixes (a
+    GEMM, cheaper in memory traffic than gather + cumulative sum), one call of the rest of ρ values them, and
+    differences give the marginals, scattered back to players.  Gradients flow to ψ and ρ.
+    ``mask`` (b, n) marks valid units (padding False).  ``chunk_size`` bounds contexts per ρ call (memory).
+    """
+    b, n, _ = units.shape
+    mask = torch.ones(b, n, dtype=torch.bool, device=units.device) if mask is None else mask.to(torch.bool)
+    from .value_net import check_inputs
+
+    check_inputs(units, query, mask, extra)
+    n_units = mask.sum(1)
+    if (n_units == 0).any():
+        raise ValueError(f"empty context: batch rows {torch.nonzero(n_units == 0).flatten().tolist()} have no valid unit")
+    if (mask.long().diff(dim=1) > 0).any():
+        raise ValueError("mask must be a padding mask: valid units first, padding after (no gaps)")
+    seed = resolve_seed(seed)
+    if permutations is None:
+        _check_permutation_count(n_permutations, antithetic)
+        gen = torch.Generator().manual_seed(seed)
+        permutations = random_permutations(mask, n_permutations, antithetic, gen)
+    else:
+        if permutations.ndim != 3 or permutations.shape[0] != b or permutations.shape[2] != n:
+            raise ValueError(f"permutations must be (batch, M, n) = ({b}, M, {n}); got {tuple(permutations.shape)}")
+        n_permutations = permutations.shape[1]
+        _check_permutation_count(n_permutations, antithetic)
+        permutations = permutations.to(units.device).long()
+    h, base = net.encode(units, query, extra)
+    first = net.rho_first_linear
+    g = (h @ first.weight.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
+    g0 = base @ first.weight.T + first.bias  # (b, H)
+    # prefix t of permutation π holds the players of rank < t: a 0/1 matrix times g gives all prefix sums
+    ranks = permutations.argsort(dim=-1)
+    steps = torch.arange(n + 1, device=units.device)
+    chunk = chunk_size or max(1, (1 << 23) // (n_permutations * (n + 1) * g.shape[-1]))
+    values = []
+    for s in range(0, b, chunk):
+        members = (ranks[s:s + chunk, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, M, n+1, n)
+        c = members.shape[0]
+        prefix = (members.reshape(c, -1, n) @ g[s:s + chunk]).reshape(c, n_permutations, n + 1, -1)
+        values.append(net.rho_after_first(prefix + g0[s:s + chunk, None, None]))  # (c, M, n+1)
+    prefix_values = torch.cat(values)
+    marg_in_order = prefix_values.diff(dim=2)  # (b, M, n)
+    marginals = torch.zeros_like(marg_in_order).scatter(2, permutations, marg_in_order)
+    phi = marginals.mean(1)
+    return BatchShapley(values=phi, std_errors=_std_errors(marginals.detach(), antithetic), n_units=n_units,
+                        n_permutations=n_permutations, antithetic=antithetic, seed=seed,
+                        grand_values=prefix_values[:, 0, -1].detach(), empty_values=prefix_values[:, 0, 0].detach())
+
+
+def naive_monte_carlo(game: Game, n_permutations: int, seed: int | None = None) -> ShapleyResult:
+    """Algorithm 1 as written: one game call per prefix coalition (a reference for benchmarks only)."""
+    seed = resolve_seed(seed)
+    perms = sample_permutations(game.n_players, n_permutations, seed)
+    n = game.n_players
+    phi = np.zeros(n)
+    for perm in perms:
+        coalition = np.zeros((1, n), dtype=bool)
+        previous = game(coalition)[0]
+        for player in perm:
+            coalition[0, player] = True
+            current = game(coalition)[0]
+            phi[player] += current - previous
+            previous = current
+    return ShapleyResult(values=phi / n_permutations, n_evaluations=n_permutations * (n + 1),
+                         method="monte_carlo[naive]", seed=seed, n_permutations=n_permutations)
+
+
+# -------------------------------------------------------------------------------------------- max games
+
+def max_game_shapley(scores) -> np.ndarray:
+    """Exact Shapley values of v(S) = max_{i∈S} r_i (v(∅) = 0) in O(m log m).
+
+    With r sorted ascending, r_(0) = 0: v = Σ_j (r_(j) − r_(j−1))·[S meets T_j], T_j the players of rank ≥ j,
+    and each union game splits its increment equally over |T_j| = m − j + 1 players, so
+    φ_(k) = Σ_{j≤k} (r_(j) − r_(j−1)) / (m − j + 1): one sort and one cumulative sum.
+    """
+    r = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if r.size == 0:
+        raise ValueError("a max game needs at least one player")
+    if not np.isfinite(r).all():
+        raise ValueError("max-game scores must be finite")
+    order = np.argsort(r, kind="stable")
+    sorted_r = r[order]
+    increments = np.diff(sorted_r, prepend=0.0) / (r.size - np.arange(r.size))
+    phi = np.empty_like(r)
+    phi[order] = np.cumsum(increments)
+    return phi
+
+
+def max_shapley(relevance, weights=None) -> np.ndarray:
+    """MaxShapley: exact Shapley values of U(S) = Σ_j w_j max_{i∈S} r_ij, i.e. Σ_j w_j · φ(max game of column j)."""
+    r = np.asarray(relevance, dtype=np.float64)
+    if r.ndim == 1:
+        r = r[:, None]
+    if r.ndim != 2:
+        raise ValueError(f"relevance must be (n_players, n_aspects); got shape {r.shape}")
+    w = np.ones(r.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (r.shape[1],):
+        raise ValueError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
+    return np.stack([max_game_shapley(r[:, j]) for j in range(r.shape[1])], axis=1) @ w
+
+
+# ------------------------------------------------------------------------------------------- one interface
+
+ESTIMATORS = {"exact": exact, "monte_carlo": monte_carlo, "leave_one_out": leave_one_out, "loo": leave_one_out}
+
+
+def estimate(game: Game, method: str = "monte_carlo", **kwargs) -> ShapleyResult:
+    """Estimate Shapley values of ``game`` with ``method`` in {exact, monte_carlo, leave_one_out}."""
+    if method not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {method!r}; choose one of {sorted(ESTIMATORS)}")
+    return ESTIMATORS[method](game, **kwargs)
