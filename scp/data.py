@@ -1,0 +1,537 @@
+"""Datasets as :class:`Example` objects: a query, its context units (the players) and 0/1 support labels.
+
+Where data comes from (:func:`load_dataset` and every ``load_*`` loader), first match wins:
+
+1. an explicit ``path``: a file in the dataset's original layout, or a directory holding the
+   default file (``<dir>/<file>`` or ``<dir>/<folder>/<file>``);
+2. ``$SCP_DATA_DIR/<folder>/<file>`` (see :data:`DATASETS` for folders and file names);
+3. the Hugging Face hub through ``datasets.load_dataset``, when that package is importable and
+   the hub reachable (HotpotQA, MS MARCO and MuSiQue only);
+4. otherwise :class:`~scp.errors.DataUnavailableError`.
+
+Files may be ``.jsonl``, ``.jsonl.gz``, ``.json`` (one array) or ``.json.gz``.  The same file always
+gives the same examples in the same order.  Splits are not the datasets' own: :func:`split_of`
+assigns every id to train/validation/test (80/10/10) by hashing it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
+
+import numpy as np
+
+from scp.errors import DataUnavailableError
+from scp.text import split_sentences
+
+Granularity = Literal["sentence", "paragraph"]
+SPLITS = ("train", "validation", "test")
+DATA_DIR_ENV = "SCP_DATA_DIR"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One query with its context units; ``labels[i] == 1`` marks unit ``i`` as supporting evidence.
+
+    ``titles[i]`` is the title of the paragraph unit ``i`` comes from ("" where there is none) and
+    ``paragraph_ids[i]`` that paragraph's index.  Sequences are stored as tuples.
+    """
+
+    id: str
+    query: str
+    units: tuple[str, ...]
+    labels: tuple[int, ...]
+    titles: tuple[str, ...]
+    paragraph_ids: tuple[int, ...]
+    answers: tuple[str, ...]
+    dataset: str
+    granularity: Granularity
+    meta: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        for name in ("units", "labels", "titles", "paragraph_ids", "answers"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "labels", tuple(int(x) for x in self.labels))
+        object.__setattr__(self, "paragraph_ids", tuple(int(x) for x in self.paragraph_ids))
+        where = f"Example {self.id!r} ({self.dataset})"
+        if not self.units:
+            raise ValueError(f"{where}: needs at least one unit")
+        lengths = {name: len(getattr(self, name)) for name in ("units", "labels", "titles", "paragraph_ids")}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"{where}: units, labels, titles and paragraph_ids differ in length: {lengths}")
+        bad = [i for i, label in enumerate(self.labels) if label not in (0, 1)]
+        if bad:
+            raise ValueError(f"{where}: labels must be 0 or 1; unit {bad[0]} has {self.labels[bad[0]]}")
+        bad = [i for i, unit in enumerate(self.units) if not isinstance(unit, str) or not unit or unit != unit.strip()]
+        if bad:
+            raise ValueError(f"{where}: unit {bad[0]} is empty or not stripped: {self.units[bad[0]]!r}")
+        if self.granularity not in ("sentence", "paragraph"):
+            raise ValueError(f"{where}: granularity must be 'sentence' or 'paragraph', not {self.granularity!r}")
+
+    @property
+    def n_units(self) -> int:
+        return len(self.units)
+
+    @property
+    def n_positive(self) -> int:
+        return sum(self.labels)
+
+    @property
+    def position_in_paragraph(self) -> tuple[int, ...]:
+        """Index of each unit among the units of its paragraph, in context order."""
+        seen: dict[int, int] = {}
+        positions = []
+        for pid in self.paragraph_ids:
+            positions.append(seen.get(pid, 0))
+            seen[pid] = positions[-1] + 1
+        return tuple(positions)
+
+    def unit_texts(self, with_title: bool = False) -> list[str]:
+        """The unit texts, as ``"Title: text"`` when ``with_title`` (units without a title stay bare)."""
+        if not with_title:
+            return list(self.units)
+        return [f"{title}: {unit}" if title else unit for title, unit in zip(self.titles, self.units)]
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def split_of(example_id: str) -> str:
+    """``"train"`` / ``"validation"`` / ``"test"`` (80/10/10) from the sha256 of the id alone."""
+    u = int.from_bytes(hashlib.sha256(example_id.encode("utf-8")).digest()[:8], "big") / 2**64
+    return "train" if u < 0.8 else "validation" if u < 0.9 else "test"
+
+
+def _check_split(split: str | None) -> None:
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS} or None, not {split!r}")
+
+
+def split_examples(examples: Iterable[Example], split: str) -> list[Example]:
+    """The examples of ``split`` (see :func:`split_of`), in their given order."""
+    _check_split(split)
+    return [ex for ex in examples if split_of(ex.id) == split]
+
+
+# --------------------------------------------------------------------------- locating and reading files
+
+
+@dataclass(frozen=True)
+class DatasetSource:
+    """Where a dataset lives: ``<data dir>/<folder>/<filename>``, and optionally on the hub.
+
+    ``hub`` holds the positional and keyword arguments of ``datasets.load_dataset``.
+    """
+
+    folder: str
+    filename: str
+    hub: tuple[tuple[str, ...], dict[str, str]] | None
+
+
+DATASETS: dict[str, DatasetSource] = {
+    "hotpotqa": DatasetSource(
+        "hotpotqa", "hotpotqa_dev_distractor.jsonl.gz", (("hotpot_qa", "distractor"), {"split": "validation"})
+    ),
+    "2wiki": DatasetSource("2wikimultihopqa", "2wikimultihopqa_dev_merged.jsonl.gz", None),
+    "musique": DatasetSource(
+        "musique",
+        "musique_ans_dev_merged.jsonl.gz",
+        (("bdsaglam/musique",), {"data_files": "data/musique_ans_v1.0_dev.jsonl", "split": "train"}),
+    ),
+    "msmarco": DatasetSource("msmarco", "ms_marco_v11_train_sample.json", (("ms_marco", "v1.1"), {"split": "validation"})),
+    "fever": DatasetSource("fever", "fever_claims_gold_evidence.jsonl", None),
+}
+_ALIASES = {"2wikimultihopqa": "2wiki", "hotpot_qa": "hotpotqa", "ms_marco": "msmarco"}
+
+
+def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """JSON records of a ``.jsonl``/``.json`` file, gzipped or not (a ``.json`` file holds one array)."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    stem = path.with_suffix("") if path.suffix == ".gz" else path
+    with opener(path, "rt", encoding="utf-8") as fh:
+        if stem.suffix == ".json":
+            data = json.load(fh)
+            if not isinstance(data, list):
+                raise ValueError(f"{path}: a .json file must hold one JSON array of records")
+            yield from data
+        else:
+            for line in fh:
+                if line.strip():
+                    yield json.loads(line)
+
+
+def _find_in_dir(directory: Path, source: DatasetSource) -> Path | None:
+    for candidate in (directory / source.filename, directory / source.folder / source.filename):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _from_hub(source: DatasetSource) -> tuple[Iterable[dict[str, Any]] | None, str]:
+    """Rows from the hub, or ``None`` and the reason they could not be had."""
+    if source.hub is None:
+        return None, "no Hugging Face hub source is configured for this dataset"
+    try:
+        import datasets
+    except ImportError:
+        return None, "the `datasets` package is not installed"
+    args, kwargs = source.hub
+    try:
+        return datasets.load_dataset(*args, **kwargs), ""
+    except Exception as exc:  # offline, renamed repo, ...: the caller raises DataUnavailableError
+        return None, f"datasets.load_dataset{args} failed: {type(exc).__name__}: {exc}"
+
+
+def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[dict[str, Any]]:
+    """Raw records of dataset ``name``, resolved as described in the module docstring."""
+    source = DATASETS[name]
+    if path is not None:
+        p = Path(path)
+        found = p if p.is_file() else _find_in_dir(p, source) if p.is_dir() else None
+        if found is None:
+            raise DataUnavailableError(
+                f"{name}: path={str(path)!r} is neither a data file nor a directory holding "
+                f"{source.filename} or {source.folder}/{source.filename}"
+            )
+        return read_records(found)
+    data_dir = os.environ.get(DATA_DIR_ENV)
+    if data_dir:
+        found = _find_in_dir(Path(data_dir), source)
+        if found is not None:
+            return read_records(found)
+    rows, reason = _from_hub(source)
+    if rows is not None:
+        return rows
+    looked = f"{DATA_DIR_ENV}={data_dir!r}" if data_dir else f"{DATA_DIR_ENV} is not set"
+    raise DataUnavailableError(
+        f"{name} is not available: {looked}, and from the Hugging Face hub: {reason}. "
+        f"Set {DATA_DIR_ENV} to a directory holding {source.folder}/{source.filename} or pass path=..., "
+        "or install `datasets` (pip install 'scp[online]') and go online."
+    )
+
+
+R = TypeVar("R")
+
+
+def _take(
+    records: Iterable[R],
+    record_id: Callable[[R], str],
+    build: Callable[[R], Example],
+    split: str | None,
+    limit: int | None,
+) -> list[Example]:
+    """Build the examples of ``split`` in record order, stopping after ``limit``."""
+    _check_split(split)
+    out: list[Example] = []
+    for record in records:
+        if limit is not None and len(out) >= limit:
+            break
+        if split is None or split_of(record_id(record)) == split:
+            out.append(build(record))
+    return out
+
+
+# --------------------------------------------------------------------------- HotpotQA and 2WikiMultiHopQA
+
+
+def _hotpot_id(record: dict[str, Any]) -> str:
+    return str(record["_id"] if "_id" in record else record["id"])
+
+
+def _hotpot_layout(record: dict[str, Any]) -> tuple[list[tuple[str, list[str]]], list[tuple[str, int]]]:
+    """``context`` as (title, sentences) pairs and ``supporting_facts`` as (title, sent_id), either layout."""
+    ctx, facts = record["context"], record["supporting_facts"]
+    if isinstance(ctx, dict):  # Hugging Face layout
+        ctx = zip(ctx["title"], ctx["sentences"])
+    if isinstance(facts, dict):
+        facts = zip(facts["title"], facts["sent_id"])
+    return [(str(t), list(s)) for t, s in ctx], [(str(t), int(i)) for t, i in facts]
+
+
+def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
+    """One HotpotQA-style record (original or HF layout) at sentence granularity.
+
+    Exact duplicate paragraphs (same title and sentences, as in a few 2Wiki contexts) are kept once
+    and empty sentences are dropped.  A supporting fact ``[title, sent_id]`` marks sentence
+    ``sent_id`` of the paragraph(s) with that title; one that resolves to no non-empty sentence
+    raises ``ValueError`` naming the example id.
+    """
+    ex_id = _hotpot_id(record)
+    context, facts = _hotpot_layout(record)
+    paragraphs: list[tuple[str, list[str]]] = []
+    for title, sentences in context:
+        if (title, sentences) not in paragraphs:
+            paragraphs.append((title, sentences))
+    fact_set = set(facts)
+    units, labels, titles, pids = [], [], [], []
+    resolved: set[tuple[str, int]] = set()
+    for pid, (title, sentences) in enumerate(paragraphs):
+        for sent_id, sentence in enumerate(sentences):
+            if not sentence.strip():
+                continue
+            units.append(sentence.strip())
+            labels.append(int((title, sent_id) in fact_set))
+            titles.append(title)
+            pids.append(pid)
+            if labels[-1]:
+                resolved.add((title, sent_id))
+    missing = [fact for fact in facts if fact not in resolved]
+    if missing:
+        raise ValueError(f"{dataset} example {ex_id!r}: supporting facts {missing} resolve to no context sentence")
+    meta = {"type": record.get("type")}
+    if "level" in record:
+        meta["level"] = record["level"]
+    return Example(
+        id=ex_id,
+        query=record["question"].strip(),
+        units=tuple(units),
+        labels=tuple(labels),
+        titles=tuple(titles),
+        paragraph_ids=tuple(pids),
+        answers=(str(record["answer"]).strip(),),
+        dataset=dataset,
+        granularity="sentence",
+        meta=meta,
+    )
+
+
+def load_hotpotqa(
+    path: str | os.PathLike[str] | None = None, *, split: str | None = None, limit: int | None = None
+) -> list[Example]:
+    """HotpotQA (distractor setting), one unit per context sentence, labels from ``supporting_facts``.
+
+    Accepts the original layout (``_id``, ``context: [[title, [sents]]]``, ``supporting_facts:
+    [[title, sent_id]]``) and the Hugging Face layout (``id``, ``context: {title, sentences}``,
+    ``supporting_facts: {title, sent_id}``); the same record gives an equal :class:`Example` in
+    both.  ``meta`` holds ``type`` (bridge/comparison) and ``level``.
+    """
+    return _take(_records("hotpotqa", path), _hotpot_id, lambda r: _hotpot_example(r, "hotpotqa"), split, limit)
+
+
+def load_2wiki(
+    path: str | os.PathLike[str] | None = None, *, split: str | None = None, limit: int | None = None
+) -> list[Example]:
+    """2WikiMultiHopQA, read exactly like :func:`load_hotpotqa`; ``meta["type"]`` is the question type
+    (comparison, compositional, bridge_comparison, inference)."""
+    return _take(_records("2wiki", path), _hotpot_id, lambda r: _hotpot_example(r, "2wiki"), split, limit)
+
+
+# --------------------------------------------------------------------------- MuSiQue
+
+
+def _musique_example(record: dict[str, Any], granularity: Granularity) -> Example:
+    units, labels, titles, pids = [], [], [], []
+    for pid, para in enumerate(record["paragraphs"]):
+        pieces = [para["paragraph_text"].strip()] if granularity == "paragraph" else split_sentences(para["paragraph_text"])
+        for piece in pieces:
+            if piece:
+                units.append(piece)
+                labels.append(int(bool(para["is_supporting"])))
+                titles.append(para["title"].strip())
+                pids.append(pid)
+    ex_id = str(record["id"])
+    return Example(
+        id=ex_id,
+        query=record["question"].strip(),
+        units=tuple(units),
+        labels=tuple(labels),
+        titles=tuple(titles),
+        paragraph_ids=tuple(pids),
+        answers=tuple(a.strip() for a in [record["answer"], *record.get("answer_aliases", [])]),
+        dataset="musique",
+        granularity=granularity,
+        meta={
+            "hop_type": ex_id.split("__")[0],
+            "answerable": bool(record.get("answerable", True)),
+            "supporting_paragraphs": tuple(i for i, p in enumerate(record["paragraphs"]) if p["is_supporting"]),
+        },
+    )
+
+
+def load_musique(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    granularity: Granularity = "paragraph",
+    split: str | None = None,
+    limit: int | None = None,
+) -> list[Example]:
+    """MuSiQue-Ans, 20 paragraphs per question with paragraph-level ``is_supporting`` labels.
+
+    ``granularity="paragraph"``: one unit per paragraph.  ``granularity="sentence"``: each paragraph
+    is split with :func:`scp.text.split_sentences` and every sentence inherits its paragraph's label.
+    That brings label noise: non-evidence sentences inside a supporting paragraph get label 1
+    (MuSiQue has no sentence-level annotation).  ``meta`` holds ``hop_type`` (e.g. ``2hop``,
+    ``3hop1``), ``answerable`` and ``supporting_paragraphs``.
+    """
+    if granularity not in ("sentence", "paragraph"):
+        raise ValueError(f"granularity must be 'sentence' or 'paragraph', not {granularity!r}")
+    return _take(_records("musique", path), lambda r: str(r["id"]), lambda r: _musique_example(r, granularity), split, limit)
+
+
+# --------------------------------------------------------------------------- MS MARCO
+
+_MSMARCO_NO_ANSWER = "No Answer Present."
+
+
+def _msmarco_example(record: dict[str, Any]) -> Example:
+    passages = record["passages"]
+    kept = [i for i, text in enumerate(passages["passage_text"]) if text.strip()]
+    return Example(
+        id=str(record["query_id"]),
+        query=record["query"].strip(),
+        units=tuple(passages["passage_text"][i].strip() for i in kept),
+        labels=tuple(int(passages["is_selected"][i]) for i in kept),
+        titles=("",) * len(kept),
+        paragraph_ids=tuple(range(len(kept))),
+        answers=tuple(a.strip() for a in record.get("answers", []) if a.strip() and a.strip() != _MSMARCO_NO_ANSWER),
+        dataset="msmarco",
+        granularity="paragraph",
+        meta={"query_type": record.get("query_type"), "urls": tuple(passages["url"][i] for i in kept)},
+    )
+
+
+def load_msmarco(
+    path: str | os.PathLike[str] | None = None, *, split: str | None = None, limit: int | None = None
+) -> list[Example]:
+    """MS MARCO QA (v1.1 layout): candidate passages as units, labels from ``is_selected``.
+
+    Passages have no titles (``titles`` are ""; URLs go to ``meta["urls"]``).  Queries with no
+    selected passage are kept (metrics exclude them); the sentinel answer "No Answer Present." is
+    dropped from ``answers``.  The id is ``str(query_id)``.
+    """
+    return _take(_records("msmarco", path), lambda r: str(r["query_id"]), _msmarco_example, split, limit)
+
+
+# --------------------------------------------------------------------------- FEVER
+
+
+def _fever_id(claim: str) -> str:
+    return "fever-" + hashlib.sha256(claim.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def _fever_negatives(
+    ex_id: str, positives: list[tuple[str, str]], pool: list[tuple[str, str]], k: int, rng: np.random.Generator
+) -> list[tuple[str, str]]:
+    """``k`` (title, sentence) negatives for one claim; see :func:`load_fever`."""
+    seen = {s for _, s in positives}
+    pos_titles = {t for t, _ in positives}
+    preferred, fallback = [], []
+    for j in rng.permutation(len(pool)):
+        title, sentence = pool[j]
+        if sentence in seen:
+            continue
+        seen.add(sentence)
+        (fallback if title in pos_titles else preferred).append(pool[j])
+        if len(preferred) >= k:
+            break
+    chosen = (preferred + fallback)[:k]
+    if len(chosen) < k:
+        raise ValueError(f"fever example {ex_id!r}: only {len(chosen)} negatives available, {k} requested")
+    return chosen
+
+
+def load_fever(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    n_negatives: int = 9,
+    seed: int = 0,
+    split: str | None = None,
+    limit: int | None = None,
+) -> list[Example]:
+    """FEVER claims (SUPPORTS/REFUTES) with their gold evidence sentences as positives.
+
+    The file has no distractors, so negatives are built deterministically:
+
+    * ids are ``"fever-" + sha256(claim)[:16]``; records repeating an earlier claim are merged into
+      it (their rows go to ``meta["rows"]``, the evidence is the first record's);
+    * the pool of an example is the de-duplicated (title, sentence) evidence of all claims in the
+      same :func:`split_of` split (so negatives never cross splits), in file order;
+    * a generator seeded with ``sha256(f"{seed}:{id}")`` permutes the pool; walking it, sentences
+      identical to a positive (or to a negative already taken) are skipped, and sentences whose
+      Wikipedia title is not among the positives' titles are taken first (``n_negatives`` of them);
+      only if there are too few, same-title sentences fill up (``ValueError`` if still too few);
+    * the positives and negatives are then shuffled by the same generator (so positives do not sit
+      first).  Each unit is its own paragraph; ``titles`` are the Wikipedia titles.
+
+    ``answers`` is ``(label,)``; ``meta`` holds ``label`` and ``rows``.  Sentences keep FEVER's
+    tokenisation (spaces before punctuation).
+    """
+    _check_split(split)
+    if n_negatives < 0:
+        raise ValueError("n_negatives must be >= 0")
+    claims: dict[str, dict[str, Any]] = {}
+    for record in _records("fever", path):
+        ex_id = _fever_id(record["claim"])
+        if ex_id in claims:
+            claims[ex_id]["rows"].append(record.get("row"))
+            continue
+        evidence = [(t.strip(), s.strip()) for t, s in record["gold_evidence"] if s.strip()]
+        claims[ex_id] = {
+            "claim": record["claim"].strip(),
+            "label": record["label"],
+            "evidence": evidence,
+            "rows": [record.get("row")],
+        }
+    pools: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
+    for ex_id, c in claims.items():
+        pools[split_of(ex_id)].extend(c["evidence"])
+    pools = {s: list(dict.fromkeys(pool)) for s, pool in pools.items()}
+
+    def build(ex_id: str) -> Example:
+        c = claims[ex_id]
+        positives = list(dict.fromkeys(c["evidence"]))
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{seed}:{ex_id}".encode()).digest()[:8], "big"))
+        units = [(t, s, 1) for t, s in positives]
+        units += [(t, s, 0) for t, s in _fever_negatives(ex_id, positives, pools[split_of(ex_id)], n_negatives, rng)]
+        order = rng.permutation(len(units))
+        return Example(
+            id=ex_id,
+            query=c["claim"],
+            units=tuple(units[i][1] for i in order),
+            labels=tuple(units[i][2] for i in order),
+            titles=tuple(units[i][0] for i in order),
+            paragraph_ids=tuple(range(len(units))),
+            answers=(c["label"],),
+            dataset="fever",
+            granularity="sentence",
+            meta={"label": c["label"], "rows": tuple(c["rows"])},
+        )
+
+    return _take(claims, lambda ex_id: ex_id, build, split, limit)
+
+
+# --------------------------------------------------------------------------- dispatcher
+
+_LOADERS: dict[str, Callable[..., list[Example]]] = {
+    "hotpotqa": load_hotpotqa,
+    "2wiki": load_2wiki,
+    "musique": load_musique,
+    "msmarco": load_msmarco,
+    "fever": load_fever,
+}
+
+
+def load_dataset(
+    name: str,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    split: str | None = None,
+    limit: int | None = None,
+    **kw: Any,
+) -> list[Example]:
+    """Load dataset ``name`` (hotpotqa, 2wiki/2wikimultihopqa, musique, msmarco, fever).
+
+    ``split`` keeps one of :data:`SPLITS` (by :func:`split_of`); ``limit`` keeps the first ``limit``
+    examples of it in file order; ``kw`` goes to the loader (``granularity`` for MuSiQue,
+    ``n_negatives``/``seed`` for FEVER).
+    """
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; known: {sorted(_LOADERS)} (and aliases {sorted(_ALIASES)})")
+    return _LOADERS[key](path, split=split, limit=limit, **kw)

@@ -1,0 +1,74 @@
+"""Rule-based sentence splitting and the word tokenizer shared by BM25 and token counts.
+
+:func:`split_sentences` is deterministic and dependency-free.  The choices it makes:
+
+* A blank line (two newlines, possibly with spaces between) always ends a sentence; any other run of
+  whitespace, single newlines included, is collapsed to one space.
+* A sentence ends after ``.``, ``!``, ``?``, a run of them (``?!``, ``...``) or ``…``, optionally
+  followed by closing quotes or brackets (``"Stop."`` / ``(see above.)``), *when* whitespace follows
+  and the next word starts with an upper-case letter or a digit (possibly behind opening quotes or
+  brackets).  So ``wait... what`` stays one sentence and ``He paused... Then`` is two.
+* A single ``.`` does not end a sentence after a known abbreviation (titles such as ``Mr.``/``Dr.``/
+  ``St.``, months such as ``Jan.``, ``vs.``, ``cf.``, ``et al.``), after a single letter (initials:
+  ``J. R. R. Tolkien``), or after a dotted acronym (``U.S.``, ``e.g.``, ``i.e.``, ``a.m.``); ``No.``,
+  ``Vol.``, ``p.``, ``Fig.`` and the like only when a number follows.  The price: a sentence that
+  really ends in ``U.S.`` or an initial is joined to the next one.  ``etc.``, ``Inc.`` and ``Jr.``
+  are ordinary words (they end a sentence when a capitalised word follows).
+* Decimals and amounts (``3.14``, ``$1.5``) never split, since no whitespace follows their dot.
+"""
+
+from __future__ import annotations
+
+import re
+
+WORD_TOKENIZER = "regex-words"
+"""Name of the tokenizer implemented by :func:`word_tokens` (recorded with results)."""
+
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms messrs dr prof rev gen col capt cpt lt sgt maj cmdr adm gov sen rep hon pres supt
+    st ste mt ft jan feb mar apr jun jul aug sep sept oct nov dec vs cf al approx ca est dept univ
+    assn bros""".split()
+)
+_NUMERIC_ABBREVIATIONS = frozenset("no nos vol vols p pp fig figs art sec ch eq ref op".split())
+
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+_SPACES = re.compile(r"\s+")
+_BOUNDARY = re.compile(r"""(?P<punct>[.!?]+|…)["'”’»)\]]*(?= (?P<next>["'“‘«(\[]*[A-Z0-9]))""")
+_OPENERS = "\"'“‘«(["
+_DOTTED_ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
+_WORD = re.compile(r"\w+")
+
+
+def _is_abbreviation(word: str, next_token: str) -> bool:
+    """Whether ``word`` followed by a single dot (and then ``next_token``) is not a sentence end."""
+    word = word.lstrip(_OPENERS)
+    lower = word.lower()
+    if lower in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or _DOTTED_ACRONYM.fullmatch(word):
+        return True
+    return lower in _NUMERIC_ABBREVIATIONS and next_token.lstrip(_OPENERS)[:1].isdigit()
+
+
+def _split_block(block: str) -> list[str]:
+    sentences, start = [], 0
+    for match in _BOUNDARY.finditer(block):
+        if match.group("punct") == ".":
+            word = block[block.rfind(" ", 0, match.start()) + 1 : match.start()]
+            if _is_abbreviation(word, match.group("next")):
+                continue
+        sentences.append(block[start : match.end()].strip())
+        start = match.end()
+    sentences.append(block[start:].strip())
+    return [s for s in sentences if s]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences (see the module docstring for the rules); never returns empty strings."""
+    sentences: list[str] = []
+    for block in _BLANK_LINE.split(text):
+        sentences.extend(_split_block(_SPACES.sub(" ", block).strip()))
+    return sentences
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lower-cased ``\\w+`` runs: the ``"regex-words"`` tokenizer used for BM25 and token counts."""
+    return _WORD.findall(text.lower())

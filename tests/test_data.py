@@ -1,0 +1,365 @@
+"""Loaders, labels, layouts, data resolution and splits on the shared real-data samples."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+import types
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from scp.data import (
+    DATASETS,
+    SPLITS,
+    Example,
+    load_2wiki,
+    load_dataset,
+    load_fever,
+    load_hotpotqa,
+    load_msmarco,
+    load_musique,
+    read_records,
+    split_examples,
+    split_of,
+)
+from scp.errors import DataUnavailableError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+HOTPOT_FIRST_ID = "5a70f4c45542994082a3e437"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = Path(os.environ.get("SCP_DATA_DIR") or REPO_ROOT.parent / "shared" / "data")
+    if not (path / "hotpotqa").is_dir():
+        pytest.skip(f"real data samples not found at {path} (set SCP_DATA_DIR)")
+    return path
+
+
+@pytest.fixture
+def env_data(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> Path:
+    monkeypatch.setenv("SCP_DATA_DIR", str(data_dir))
+    return data_dir
+
+
+def _raw(data_dir: Path, name: str) -> list[dict]:
+    source = DATASETS[name]
+    return list(read_records(data_dir / source.folder / source.filename))
+
+
+def _to_hf_layout(record: dict) -> dict:
+    out = {k: v for k, v in record.items() if k not in ("_id", "context", "supporting_facts")}
+    out["id"] = record["_id"]
+    out["context"] = {"title": [t for t, _ in record["context"]], "sentences": [s for _, s in record["context"]]}
+    facts = record["supporting_facts"]
+    out["supporting_facts"] = {"title": [t for t, _ in facts], "sent_id": [i for _, i in facts]}
+    return out
+
+
+# --------------------------------------------------------------------------- every dataset loads
+
+
+@pytest.mark.parametrize("name", ["hotpotqa", "2wiki", "2wikimultihopqa", "musique", "msmarco", "fever"])
+def test_every_shared_dataset_loads(env_data: Path, name: str) -> None:
+    examples = load_dataset(name, limit=4)
+    assert len(examples) == 4
+    expected = {"2wikimultihopqa": "2wiki"}.get(name, name)
+    for ex in examples:
+        assert isinstance(ex, Example) and ex.dataset == expected
+        assert ex.query and ex.n_units == len(ex.labels) == len(ex.titles) == len(ex.paragraph_ids) > 1
+        assert all(u == u.strip() and u for u in ex.units)
+    assert sum(ex.n_positive for ex in examples) > 0
+
+
+def test_same_file_gives_same_examples_in_same_order(env_data: Path) -> None:
+    assert load_hotpotqa(limit=30) == load_hotpotqa(limit=30)
+    assert [ex.id for ex in load_musique(limit=10)] == [r["id"] for r in _raw(env_data, "musique")[:10]]
+
+
+def test_path_may_be_file_dataset_dir_or_data_root(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SCP_DATA_DIR", raising=False)
+    source = DATASETS["hotpotqa"]
+    by_file = load_hotpotqa(data_dir / source.folder / source.filename, limit=3)
+    assert load_hotpotqa(data_dir / source.folder, limit=3) == by_file
+    assert load_dataset("hotpotqa", data_dir, limit=3) == by_file
+    assert [ex.id for ex in by_file][0] == HOTPOT_FIRST_ID
+
+
+# --------------------------------------------------------------------------- HotpotQA / 2Wiki labels and layouts
+
+
+def test_hotpotqa_hand_checked_record(env_data: Path) -> None:
+    ex = load_hotpotqa(limit=1)[0]
+    assert ex.id == HOTPOT_FIRST_ID
+    assert ex.query == "Which Italian-American composer and librettist wrote the English language opera, Maria Golovin?"
+    assert ex.answers == ("Gian Carlo Menotti",)
+    assert ex.meta == {"type": "bridge", "level": "hard"}
+    assert ex.n_units == 31 and len(set(ex.paragraph_ids)) == 10
+    positives = {(ex.titles[i], ex.position_in_paragraph[i], ex.units[i]) for i in range(ex.n_units) if ex.labels[i]}
+    assert positives == {
+        ("Maria Golovin", 0, "Maria Golovin is an English language opera in three acts by Gian Carlo Menotti."),
+        (
+            "Gian Carlo Menotti",
+            0,
+            "Gian Carlo Menotti (] ; July 7, 1911 – February 1, 2007) was an Italian-American composer and librettist.",
+        ),
+    }
+    assert ex.unit_texts(with_title=True)[7] == "Gian Carlo Menotti: " + ex.units[7]
+
+
+def test_hotpotqa_labels_match_supporting_facts_on_all_records(env_data: Path) -> None:
+    raw = {r["_id"]: r for r in _raw(env_data, "hotpotqa")}
+    examples = load_hotpotqa()
+    assert len(examples) == 1000
+    for ex in examples:
+        record = raw[ex.id]
+        expected = {(t, dict(record["context"])[t][i].strip()) for t, i in record["supporting_facts"]}
+        got = {(ex.titles[i], ex.units[i]) for i in range(ex.n_units) if ex.labels[i]}
+        assert got == expected, ex.id
+        assert ex.n_units == sum(1 for _, sents in record["context"] for s in sents if s.strip())
+
+
+def test_hf_layout_gives_equal_examples(env_data: Path, tmp_path: Path) -> None:
+    records = _raw(env_data, "hotpotqa")[:5]
+    jsonl = tmp_path / "hf.jsonl"
+    jsonl.write_text("\n".join(json.dumps(_to_hf_layout(r)) for r in records), encoding="utf-8")
+    array_gz = tmp_path / "hf.json.gz"
+    with gzip.open(array_gz, "wt", encoding="utf-8") as fh:
+        json.dump([_to_hf_layout(r) for r in records], fh)
+    original = load_hotpotqa(limit=5)
+    assert load_hotpotqa(jsonl) == original
+    assert load_hotpotqa(array_gz) == original
+
+
+def test_unresolved_supporting_fact_raises_with_id(env_data: Path, tmp_path: Path) -> None:
+    record = _raw(env_data, "hotpotqa")[0]
+    record["supporting_facts"].append(["No Such Title", 0])
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([record]), encoding="utf-8")
+    with pytest.raises(ValueError, match=HOTPOT_FIRST_ID):
+        load_hotpotqa(path)
+
+
+def test_2wiki_duplicate_paragraph_kept_once(env_data: Path) -> None:
+    raw = {r["_id"]: r for r in _raw(env_data, "2wiki")}
+    ex = next(e for e in load_2wiki() if e.id == "72cfea12086711ebbd5eac1f6bf848b6")
+    assert ex.titles.count("Seven Guns to Mesa") == 1
+    assert len(set(ex.paragraph_ids)) == 9 and len(raw[ex.id]["context"]) == 10
+    assert ex.n_positive == len(raw[ex.id]["supporting_facts"]) == 4
+    assert ex.meta["type"] == "bridge_comparison"
+
+
+# --------------------------------------------------------------------------- MuSiQue, MS MARCO, FEVER
+
+
+def test_musique_sentence_labels_propagate_from_paragraphs(env_data: Path) -> None:
+    paragraphs = load_musique(limit=10)
+    sentences = load_dataset("musique", limit=10, granularity="sentence")
+    for par, sen in zip(paragraphs, sentences):
+        assert par.id == sen.id and par.granularity == "paragraph" and sen.granularity == "sentence"
+        assert par.n_units == 20 and sen.n_units > par.n_units
+        assert par.meta["supporting_paragraphs"] == tuple(i for i, y in enumerate(par.labels) if y)
+        for pid, (text, label) in enumerate(zip(par.units, par.labels)):
+            idx = [i for i, p in enumerate(sen.paragraph_ids) if p == pid]
+            assert idx, "every paragraph yields at least one sentence"
+            assert {sen.labels[i] for i in idx} == {label}
+            assert " ".join(sen.units[i] for i in idx) == " ".join(text.split())
+            assert [sen.position_in_paragraph[i] for i in idx] == list(range(len(idx)))
+        assert sen.n_positive >= par.n_positive
+    # the documented label noise: whole supporting paragraphs become positive sentences
+    assert sum(s.n_positive for s in sentences) > sum(p.n_positive for p in paragraphs)
+    with pytest.raises(ValueError, match="granularity"):
+        load_musique(granularity="word")  # type: ignore[arg-type]
+
+
+def test_msmarco_labels_from_is_selected(env_data: Path) -> None:
+    raw = _raw(env_data, "msmarco")
+    examples = load_msmarco()
+    assert len(examples) == 200
+    for record, ex in zip(raw, examples):
+        assert ex.id == str(record["query_id"])
+        assert ex.labels == tuple(record["passages"]["is_selected"])
+        assert ex.units == tuple(p.strip() for p in record["passages"]["passage_text"])
+    assert sum(ex.n_positive == 0 for ex in examples) == 11  # kept, as SOURCE.md counts
+
+
+def test_fever_negatives_are_deterministic_and_never_positive(env_data: Path) -> None:
+    raw = _raw(env_data, "fever")
+    examples = load_fever()
+    assert len(examples) == len({r["claim"] for r in raw}) == 1196
+    assert load_fever(limit=40) == examples[:40]
+    evidence_split = {}
+    for ex in examples:
+        for unit, label in zip(ex.units, ex.labels):
+            if label:
+                evidence_split.setdefault(unit, set()).add(split_of(ex.id))
+    raw_by_row = {r["row"]: r for r in raw}
+    first_is_negative = 0
+    for ex in examples[:200]:
+        record = raw_by_row[ex.meta["rows"][0]]
+        positives = {s.strip() for _, s in record["gold_evidence"]}
+        assert ex.query == record["claim"] and ex.answers == (record["label"],)
+        assert {u for u, y in zip(ex.units, ex.labels) if y} == positives
+        negatives = [(t, u) for t, u, y in zip(ex.titles, ex.units, ex.labels) if not y]
+        assert len(negatives) == 9 and len({u for _, u in negatives}) == 9
+        assert not positives & {u for _, u in negatives}
+        assert not {t for _, t in record["gold_evidence"]} & {t for t, _ in negatives}
+        assert all(split_of(ex.id) in evidence_split[u] for _, u in negatives)  # same-split pool
+        first_is_negative += ex.labels[0] == 0
+    assert first_is_negative > 100  # positives are shuffled in, not placed first
+    few = load_fever(limit=5, n_negatives=3)
+    assert [ex.n_units - ex.n_positive for ex in few] == [3] * 5
+    assert load_fever(limit=5, seed=1) != examples[:5]
+
+
+# --------------------------------------------------------------------------- missing data
+
+
+def _fake_datasets(monkeypatch: pytest.MonkeyPatch, load) -> None:
+    module = types.ModuleType("datasets")
+    module.load_dataset = load  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "datasets", module)
+
+
+def _offline(*args, **kwargs):
+    raise ConnectionError("Couldn't reach 'hotpot_qa' on the Hub (LocalEntryNotFoundError)")
+
+
+@pytest.mark.parametrize("name", ["hotpotqa", "2wiki", "musique", "msmarco", "fever"])
+def test_missing_dataset_raises_data_unavailable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str) -> None:
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    _fake_datasets(monkeypatch, _offline)
+    with pytest.raises(DataUnavailableError, match="SCP_DATA_DIR") as info:
+        load_dataset(name, limit=1)
+    message = str(info.value)
+    assert isinstance(info.value, FileNotFoundError)
+    assert f"Set SCP_DATA_DIR to a directory holding {DATASETS[name].folder}/" in message
+    assert "pass path=..." in message and "install `datasets`" in message
+    if DATASETS[name].hub is not None:
+        assert "ConnectionError" in message
+
+
+def test_missing_datasets_package_and_unset_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SCP_DATA_DIR", raising=False)
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
+    with pytest.raises(DataUnavailableError, match="not installed") as info:
+        load_hotpotqa()
+    assert "SCP_DATA_DIR is not set" in str(info.value)
+
+
+def test_explicit_missing_path_raises(tmp_path: Path) -> None:
+    with pytest.raises(DataUnavailableError, match="no_such_file"):
+        load_msmarco(tmp_path / "no_such_file.json")
+    with pytest.raises(DataUnavailableError, match="ms_marco_v11_train_sample.json"):
+        load_msmarco(tmp_path)
+
+
+def test_hub_rows_are_used_when_reachable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, data_dir: Path) -> None:
+    rows = [_to_hf_layout(r) for r in _raw(data_dir, "hotpotqa")[:3]]
+    calls = []
+
+    def fake_load(*args, **kwargs):
+        calls.append((args, kwargs))
+        return rows
+
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    _fake_datasets(monkeypatch, fake_load)
+    assert load_hotpotqa() == load_hotpotqa(data_dir)[:3]
+    assert calls == [(("hotpot_qa", "distractor"), {"split": "validation"})]
+
+
+def test_unknown_dataset_name() -> None:
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_dataset("squad")
+
+
+# --------------------------------------------------------------------------- splits
+
+
+def test_split_is_deterministic_disjoint_and_80_10_10(env_data: Path) -> None:
+    examples = load_hotpotqa()
+    ids = [ex.id for ex in examples]
+    assert split_of(HOTPOT_FIRST_ID) == "train"  # pinned: sha256-based, not Python's hash()
+    parts = {s: split_examples(examples, s) for s in SPLITS}
+    id_sets = {s: {ex.id for ex in part} for s, part in parts.items()}
+    assert sum(len(p) for p in id_sets.values()) == len(set(ids)) == 1000
+    train, val, test = (id_sets[s] for s in SPLITS)
+    assert not (train & val or train & test or val & test)
+    counts = Counter(split_of(i) for i in ids)
+    assert 760 <= counts["train"] <= 840 and 70 <= counts["validation"] <= 130 and 70 <= counts["test"] <= 130
+    reversed_parts = {s: split_examples(examples[::-1], s) for s in SPLITS}
+    assert all(reversed_parts[s] == parts[s][::-1] for s in SPLITS)
+    assert all(split_of(i) == s for s in SPLITS for i in id_sets[s])
+    assert load_dataset("hotpotqa", split="validation") == parts["validation"]
+    assert load_dataset("hotpotqa", split="test", limit=7) == parts["test"][:7]
+    with pytest.raises(ValueError, match="split"):
+        split_examples(examples, "dev")
+
+
+# --------------------------------------------------------------------------- Example
+
+
+def _example(**overrides) -> Example:
+    fields = dict(
+        id="x", query="q?", units=("A one.", "A two.", "B one."), labels=(1, 0, 0), titles=("A", "A", "B"),
+        paragraph_ids=(0, 0, 1), answers=("a",), dataset="toy", granularity="sentence",
+    )
+    return Example(**{**fields, **overrides})
+
+
+def test_example_properties() -> None:
+    ex = _example(units=["A one.", "A two.", "B one."], labels=[True, 0, 0])
+    assert ex.units == ("A one.", "A two.", "B one.") and ex.labels == (1, 0, 0)
+    assert ex.n_units == 3 and ex.n_positive == 1
+    assert ex.position_in_paragraph == (0, 1, 0)
+    assert ex.unit_texts() == ["A one.", "A two.", "B one."]
+    assert ex.unit_texts(with_title=True) == ["A: A one.", "A: A two.", "B: B one."]
+    assert _example(titles=("", "A", "B")).unit_texts(with_title=True)[0] == "A one."
+    assert hash(ex) == hash(_example(meta={"anything": []}))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"labels": (1, 0)}, "differ in length"),
+        ({"paragraph_ids": (0, 0)}, "differ in length"),
+        ({"labels": (1, 2, 0)}, "0 or 1"),
+        ({"units": (), "labels": (), "titles": (), "paragraph_ids": ()}, "at least one unit"),
+        ({"units": ("A one.", " ", "B one.")}, "empty or not stripped"),
+        ({"granularity": "token"}, "granularity"),
+    ],
+)
+def test_example_validation(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _example(**overrides)
+
+
+def test_fever_negative_rules_on_crafted_file(tmp_path: Path) -> None:
+    from scp.data import _fever_id
+
+    claims = [c for c in (f"Claim {i}." for i in range(200)) if split_of(_fever_id(c)) == "train"][:12]
+    records = [
+        {"row": 0, "claim": claims[0], "label": "SUPPORTS", "gold_evidence": [["T1", "S one ."]]},
+        {"row": 1, "claim": claims[1], "label": "REFUTES", "gold_evidence": [["T1", "S two ."], ["T1", "S one ."]]},
+    ]
+    records += [
+        {"row": i, "claim": claims[i], "label": "SUPPORTS", "gold_evidence": [[f"T{i}", f"Other {i} ."]]} for i in range(2, 12)
+    ]
+    path = tmp_path / "fever.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+
+    def negatives(ex: Example) -> list[tuple[str, str]]:
+        return [(t, u) for t, u, y in zip(ex.titles, ex.units, ex.labels) if not y]
+
+    first = load_fever(path, n_negatives=10)[0]
+    assert sorted(negatives(first)) == sorted((f"T{i}", f"Other {i} .") for i in range(2, 12))  # other titles first
+    filled = load_fever(path, n_negatives=11, limit=1)[0]  # the second claim has only 10 candidates
+    assert ("T1", "S two .") in negatives(filled) and "S one ." not in [u for _, u in negatives(filled)]
+    second = load_fever(path, n_negatives=10)[1]
+    assert not {"S one .", "S two ."} & {u for _, u in negatives(second)}
+    with pytest.raises(ValueError, match="negatives"):
+        load_fever(path, n_negatives=12, limit=1)
