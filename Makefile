@@ -1,0 +1,36 @@
+# Two commands do everything on a fresh machine:  make test  |  make figures
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+EXTRAS ?= embed,notebooks,dev
+export SCP_DATA_DIR ?= $(abspath ../shared/data)
+
+.PHONY: setup test figures lab bench clean
+
+setup: $(VENV)/.installed
+
+# torch==2.13.0 (CPU wheel) unless the invoking Python already has a torch, which the venv then reuses.
+$(VENV)/.installed: pyproject.toml
+	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	    echo "reusing the torch of $(PYTHON)"; $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+	    $(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q torch==2.13.0; \
+	fi
+	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+figures: setup
+	$(BIN)/python -m scp.runner --all
+
+bench: setup
+	$(BIN)/python -m scp.bench estimator
+
+lab: setup
+	$(BIN)/pip install -q jupyterlab
+	$(BIN)/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
