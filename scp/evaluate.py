@@ -1,0 +1,192 @@
+"""Evaluating rankers on labelled contexts: pairwise AUC, recall at a keep ratio, token compression.
+
+``evaluate(examples, ranker, with_title)`` scores every example, then reports per-example pairwise AUC averaged
+over examples with a bootstrap CI (examples without both a positive and a negative are excluded and counted),
+R@keep (expected recall of supporting units among the top ⌈keep·n⌉, ties split at random in expectation),
+and at the same keep ratio the unit keep rate and the token compression (regex-words tokens removed / total),
+overall and by question type where the dataset has one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .baselines import Ranker, get_ranker
+from .errors import ModelUnavailableError
+from .features import build_contexts, collate
+from .metrics import aggregate, pairwise_auc, recall_at_keep
+from .prune import regex_tokens, select
+
+METHODS = ("random", "bm25", "cosine", "cross-encoder", "llmlingua2", "provence", "scp", "scp-loo")
+
+
+class SCPRanker(Ranker):
+    """Scores units by a trained checkpoint: Monte-Carlo Shapley values (``scp``), leave-one-out
+    (``scp-loo``), or the pointwise control's outputs; many contexts are batched through the fast path."""
+
+    def __init__(self, pruner, loo: bool = False, batch_size: int = 32):
+        self.pruner, self.loo, self.batch_size = pruner, loo, batch_size
+        self.name = "scp-loo" if loo else "scp"
+
+    def _score(self, query: str, units: list[str]) -> np.ndarray:
+        return self.score_many([query], [units])[0]
+
+    def score_many(self, queries: Sequence[str], units_list: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        from .shapley import deepsets_shapley, leave_one_out
+        from .games import ValueNetGame
+        from .train import PointwiseScorer
+
+        p = self.pruner
+        contexts = build_contexts(list(queries), [list(u) for u in units_list], p.embedder, p.config.features)
+        model, out = p.model.eval(), []
+        with torch.no_grad():
+            for s in range(0, len(contexts), self.batch_size):
+                chunk = contexts[s:s + self.batch_size]
+                if self.loo:
+                    out += [leave_one_out(ValueNetGame(model, c.units, c.query, c.extra if model.n_extra else None,
+                                                       cache_psi=True)).values for c in chunk]
+                    continue
+                b = collate(chunk)
+                if isinstance(model, PointwiseScorer):
+                    scores = model(b.units, b.query, b.mask, b.extra)
+                else:
+                    scores = deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
+                                              n_permutations=p.n_permutations, antithetic=p.antithetic,
+                                              seed=p.seed).values
+                out += [scores[i, :c.n_units].double().numpy() for i, c in enumerate(chunk)]
+        return [self._checked(o, len(u)) for o, u in zip(out, units_list)]
+
+
+def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "minilm", cache_dir=None,
+                n_permutations: int = 50, seed: int = 0) -> Ranker:
+    """A ranker by name; ``scp`` / ``scp-loo`` need ``checkpoint``.  Unavailable models raise
+    :class:`ModelUnavailableError`."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if method in ("scp", "scp-loo"):
+        if not checkpoint:
+            raise ValueError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+        from .pruner import ShapleyPruner
+
+        pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
+                                               seed=seed)
+        return SCPRanker(pruner, loo=method == "scp-loo")
+    if method == "cosine":
+        from .embed import CachedEmbedder, get_embedder
+
+        return get_ranker("cosine", embedder=CachedEmbedder(get_embedder(embedder), cache_dir))
+    if method == "random":
+        return get_ranker("random", seed=seed)
+    return get_ranker(method)
+
+
+def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[float] = (0.5,),
+             n_boot: int = 1000, seed: int = 0) -> dict:
+    """Metrics of ``ranker`` on ``examples`` (see the module docstring) as a JSON-ready dict."""
+    if not examples:
+        raise ValueError("no examples to evaluate")
+    t0 = time.perf_counter()
+    units_list = [ex.unit_texts(with_title=with_title) for ex in examples]
+    scores = ranker.score_many([ex.query for ex in examples], units_list)
+    seconds = time.perf_counter() - t0
+    rows = []
+    for ex, s in zip(examples, scores):
+        counts = [len(regex_tokens(u)) for u in ex.units]
+        row = {"id": ex.id, "type": ex.meta.get("type"), "n_units": ex.n_units, "n_positive": ex.n_positive,
+               "auc": pairwise_auc(s, ex.labels)}
+        for r in keep_ratios:
+            kept = select(s, keep_ratio=r)[0]
+            row[f"recall@{r}"] = recall_at_keep(s, ex.labels, r) if ex.n_positive else float("nan")
+            row[f"keep_rate@{r}"] = len(kept) / ex.n_units
+            row[f"compression@{r}"] = 1 - sum(counts[i] for i in kept) / max(1, sum(counts))
+        rows.append(row)
+
+    def summary(subset: list[dict]) -> dict:
+        out = {"n_examples": len(subset)}
+        for key in ["auc"] + [f"{m}@{r}" for r in keep_ratios for m in ("recall", "keep_rate", "compression")]:
+            agg = aggregate([row[key] for row in subset], n_boot=n_boot, seed=seed)
+            out[key] = {"mean": agg.mean, "ci": [agg.ci_low, agg.ci_high], "n_used": agg.n_used,
+                        "n_excluded": agg.n_excluded}
+        return out
+
+    result = {"method": ranker.name, "status": "ok", "units": "title" if with_title else "sentence",
+              "dataset": examples[0].dataset, "seconds": seconds, **summary(rows)}
+    types = sorted({row["type"] for row in rows if row["type"]})
+    if types:
+        result["by_type"] = {t: summary([row for row in rows if row["type"] == t]) for t in types}
+    result["per_example"] = rows
+    return result
+
+
+def unavailable(method: str, error: Exception, with_title: bool, dataset: str) -> dict:
+    """The record of a method whose model cannot be loaded here: n/a with the reason, never a silent skip."""
+    return {"method": method, "status": "n/a", "reason": str(error), "units": "title" if with_title else "sentence",
+            "dataset": dataset}
+
+
+def run_eval(dataset: str, method: str, data=None, split: str | None = "test", units: str | None = None,
+             checkpoint: str | None = None, keep_ratios: Sequence[float] = (0.5,), limit: int | None = None,
+             out: str | None = None, n_permutations: int = 50, seed: int = 0, cache_dir=None) -> dict:
+    """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``."""
+    from .data import load_dataset, split_examples
+    from .train import DATASET_KWARGS
+
+    examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
+    if split not in (None, "all"):
+        examples = split_examples(examples, split)
+    examples = examples[:limit] if limit else examples
+    if units is None:
+        units = "sentence"
+        if checkpoint and method in ("scp", "scp-loo"):
+            from .train import load_checkpoint
+
+            units = load_checkpoint(checkpoint)[1].unit_repr
+    with_title = units == "title"
+    try:
+        ranker = make_ranker(method, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
+        result = evaluate(examples, ranker, with_title, keep_ratios, seed=seed)
+    except ModelUnavailableError as error:
+        result = unavailable(method, error, with_title, dataset)
+    result.update(split=split or "all", data=str(data) if data else os.environ.get("SCP_DATA_DIR"),
+                  checkpoint=checkpoint, python=platform.python_version(), torch=torch.__version__)
+    if out:
+        write_json(result, out)
+    return result
+
+
+def write_json(obj, path) -> None:
+    """Atomic JSON write (temporary file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1, default=_json_default)
+    os.replace(tmp, path)
+
+
+def _json_default(x):
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def format_result(result: dict) -> str:
+    if result["status"] != "ok":
+        return f"{result['method']} on {result['dataset']}: n/a ({result['reason']})"
+    keys = [k for k in result if k.startswith(("recall@", "compression@", "keep_rate@"))]
+    parts = [f"AUC {result['auc']['mean']:.4f} [{result['auc']['ci'][0]:.4f}, {result['auc']['ci'][1]:.4f}] "
+             f"(n={result['auc']['n_used']}, excluded {result['auc']['n_excluded']})"]
+    parts += [f"{k} {result[k]['mean']:.4f}" for k in keys]
+    line = f"{result['method']} on {result['dataset']}/{result['split']} ({result['units']} units): " + ", ".join(parts)
+    for t, sub in result.get("by_type", {}).items():
+        line += f"\n  {t}: AUC {sub['auc']['mean']:.4f} (n={sub['auc']['n_used']})"
+    return line

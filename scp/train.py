@@ -1,0 +1,356 @@
+"""Training value networks with a pairwise margin loss on Monte-Carlo Shapley values.
+
+L = mean over contexts of mean over (positive i, negative j) of max(0, ε − (φ_i − φ_j)), with φ from the
+differentiable Deep Sets fast path (M permutations, fresh ones every step) inside the forward pass.
+AdamW, cosine schedule with linear warm-up, validation AUC every epoch, best checkpoint kept, exact resume.
+The pointwise control scores each unit alone with an MLP on the same inputs and the same loss on its scores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from .features import Context, check_features, collate, contexts_from_examples
+from .metrics import aggregate, pairwise_auc
+from .shapley import deepsets_shapley
+from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, mlp
+
+MODELS = ("deepsets", "convex", "pointwise")
+EMBEDDERS = ("minilm", "glove", "wordllama", "random", "bert-base")
+CHECKPOINT_FORMAT = "scp-checkpoint-v1"
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (stored in every checkpoint)."""
+
+    datasets: tuple[str, ...] = ("hotpotqa",)
+    val_dataset: str | None = None  # defaults to the first training dataset
+    unit_repr: str = "sentence"  # "sentence" or "title" ("Title: sentence")
+    embedder: str = "minilm"
+    model: str = "deepsets"
+    query_mode: str = "member"
+    features: tuple[str, ...] = ()
+    hidden: int = 1024
+    latent: int = 512
+    dropout: float = 0.1
+    bound: float = 1.0
+    n_permutations: int = 50
+    antithetic: bool = False
+    eval_permutations: int = 50
+    margin: float = 0.15
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup: float = 0.1
+    epochs: int = 10
+    batch_size: int = 16
+    seed: int = 0
+    max_train_examples: int | None = None
+
+    def __post_init__(self) -> None:
+        self.datasets, self.features = tuple(self.datasets), check_features(self.features)
+        problems = []
+        if not self.datasets:
+            problems.append("datasets is empty")
+        if self.unit_repr not in ("sentence", "title"):
+            problems.append(f"unit_repr must be 'sentence' or 'title', not {self.unit_repr!r}")
+        if self.embedder not in EMBEDDERS and "/" not in self.embedder:
+            problems.append(f"unknown embedder {self.embedder!r}: use one of {EMBEDDERS} or a hub name like "
+                            "'sentence-transformers/all-mpnet-base-v2'")
+        if self.model not in MODELS:
+            problems.append(f"model must be one of {MODELS}, not {self.model!r}")
+        if self.query_mode not in QUERY_MODES:
+            problems.append(f"query_mode must be one of {QUERY_MODES}, not {self.query_mode!r}")
+        if self.model == "pointwise" and self.query_mode == "member":
+            problems.append("the pointwise control scores one unit alone: query_mode 'member' does not apply")
+        if self.query_mode == "member" and self.features:
+            problems.append("query_mode 'member' takes no per-unit features")
+        for name in ("n_permutations", "eval_permutations", "epochs", "batch_size", "hidden", "latent"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                problems.append(f"{name} must be an integer ≥ 1, got {getattr(self, name)!r}")
+        if self.antithetic and (self.n_permutations % 2 or self.eval_permutations % 2):
+            problems.append("antithetic sampling needs even n_permutations and eval_permutations")
+        if not self.margin > 0 or not self.lr > 0 or self.weight_decay < 0 or not 0 <= self.warmup < 1:
+            problems.append("need margin > 0, lr > 0, weight_decay ≥ 0 and 0 ≤ warmup < 1")
+        if not 0 <= self.dropout < 1:
+            problems.append(f"dropout must be in [0, 1), got {self.dropout}")
+        if problems:
+            raise ValueError("bad training config: " + "; ".join(problems))
+
+    @property
+    def with_title(self) -> bool:
+        return self.unit_repr == "title"
+
+
+PRESETS: dict[str, dict] = {
+    # the paper's network: 3.03M parameters, query as a set member, bare sentences
+    "paper": {},
+    # research notes' strongest set model: titles, [s⊙q, s] plus cosine and BM25 z-score, a small network
+    "best": dict(unit_repr="title", query_mode="product_concat", features=("cos", "bm25z"), hidden=256, latent=128,
+                 epochs=6, n_permutations=20),
+    "pointwise": dict(unit_repr="title", model="pointwise", query_mode="product_concat", features=("cos", "bm25z"),
+                      hidden=256, latent=128, epochs=6),
+}
+
+
+def config_from_preset(preset: str = "paper", **overrides) -> TrainConfig:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    return TrainConfig(**{**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}})
+
+
+class PointwiseScorer(SetValueNet):
+    """The control: score(c) = MLP(x_c), the same ψ inputs as the set model, no set and no Shapley."""
+
+    def __init__(self, embed_dim: int = 384, hidden: int = 256, query_mode: str = "product_concat", n_extra: int = 0,
+                 dropout: float = 0.1):
+        super().__init__(embed_dim, query_mode, n_extra, bound=1.0)
+        self.scorer = mlp([self.psi_in, hidden, hidden, 1], dropout)
+
+    def forward(self, units, query, mask=None, extra=None):
+        from .value_net import check_inputs
+
+        check_inputs(units, query, mask, extra, self.embed_dim, self.n_extra)
+        return self.scorer(self.psi_input(units, query, extra)).squeeze(-1)
+
+
+def build_model(config: TrainConfig, embed_dim: int) -> nn.Module:
+    common = dict(embed_dim=embed_dim, query_mode=config.query_mode, n_extra=len(config.features),
+                  dropout=config.dropout)
+    if config.model == "pointwise":
+        return PointwiseScorer(hidden=config.hidden, **common)
+    cls = DeepSetsValue if config.model == "deepsets" else ConvexDeepSets
+    return cls(hidden=config.hidden, latent=config.latent, bound=config.bound, **common)
+
+
+def unit_scores(model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int) -> torch.Tensor:
+    """(b, n) scores: Monte-Carlo Shapley values for set models, MLP outputs for the pointwise control."""
+    if isinstance(model, PointwiseScorer):
+        return model(batch.units, batch.query, batch.mask, batch.extra)
+    extra = batch.extra if model.n_extra else None
+    return deepsets_shapley(model, batch.units, batch.query, batch.mask, extra, n_permutations=n_permutations,
+                            antithetic=antithetic, seed=seed).values
+
+
+def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float) -> torch.Tensor:
+    """Mean over contexts (with ≥ 1 pair) of mean_{i∈pos, j∈neg} max(0, ε − (s_i − s_j))."""
+    pos = (labels > 0.5) & mask
+    neg = (labels < 0.5) & mask
+    pairs = pos[:, :, None] & neg[:, None, :]  # (b, n, n): i positive, j negative
+    hinge = torch.relu(margin - (scores[:, :, None] - scores[:, None, :])) * pairs
+    n_pairs = pairs.sum((1, 2))
+    valid = n_pairs > 0
+    if not valid.any():
+        raise ValueError("no (positive, negative) pair in the batch: every context needs both kinds of unit")
+    return (hinge.sum((1, 2))[valid] / n_pairs[valid]).mean()
+
+
+def has_pairs(context: Context) -> bool:
+    labels = context.labels
+    return labels is not None and bool((labels > 0.5).any()) and bool((labels < 0.5).any())
+
+
+# --------------------------------------------------------------------------------------------- checkpoints
+
+def atomic_save(obj, path: str | os.PathLike) -> None:
+    """torch.save to a temporary file in the same folder, then rename: never a half-written checkpoint."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def ids_hash(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
+
+
+def load_checkpoint(path: str | os.PathLike, embedder_id: str | None = None, embed_dim: int | None = None):
+    """(model in eval mode, TrainConfig, checkpoint dict).  A mismatched embedder or dimension is an error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not an SCP checkpoint (format {CHECKPOINT_FORMAT})")
+    if embedder_id is not None and embedder_id != ckpt["embedder_id"]:
+        raise ValueError(f"checkpoint {path} was trained on embedder {ckpt['embedder_id']!r}, not {embedder_id!r}")
+    if embed_dim is not None and embed_dim != ckpt["embed_dim"]:
+        raise ValueError(f"checkpoint {path} expects {ckpt['embed_dim']}-d embeddings, got {embed_dim}-d")
+    config = TrainConfig(**ckpt["config"])
+    model = build_model(config, ckpt["embed_dim"])
+    model.load_state_dict(ckpt["weights"])
+    return model.eval(), config, ckpt
+
+
+# ------------------------------------------------------------------------------------------------ training
+
+@dataclass
+class TrainResult:
+    best_path: Path
+    last_path: Path
+    best_val_auc: float
+    history: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def evaluate_auc(model: nn.Module, contexts: Sequence[Context], config: TrainConfig, batch_size: int = 32) -> dict:
+    """Mean per-context pairwise AUC (bootstrap CI) of the model's unit scores, fixed evaluation seed."""
+    was_training = model.training
+    model.eval()
+    aucs = []
+    with torch.no_grad():
+        for s in range(0, len(contexts), batch_size):
+            chunk = contexts[s:s + batch_size]
+            scores = unit_scores(model, collate(chunk), config.eval_permutations, config.antithetic, config.seed)
+            aucs += [pairwise_auc(scores[i, :c.n_units].numpy(), c.labels.numpy()) for i, c in enumerate(chunk)]
+    model.train(was_training)
+    agg = aggregate(aucs, n_boot=200, seed=0)
+    return {"auc": agg.mean, "auc_ci": [agg.ci_low, agg.ci_high], "n": agg.n_used, "excluded": agg.n_excluded}
+
+
+def cosine_schedule(total_steps: int, warmup: float):
+    warm = max(1, int(round(warmup * total_steps)))
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total_steps - warm))))
+    return factor
+
+
+def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: Sequence[Context], out_dir,
+          embedder_id: str, resume: bool = False, progress: bool = True, stop_after_epochs: int | None = None,
+          data_ids: Sequence[str] | None = None) -> TrainResult:
+    """Train on precomputed contexts; writes ``last.pt`` (full state, every epoch) and ``best.pt``.
+
+    ``resume`` continues from ``out_dir/last.pt`` and reaches the same weights as an uninterrupted run.
+    ``stop_after_epochs`` ends the call early (as an interruption would) without changing the schedule.
+    """
+    out_dir = Path(out_dir)
+    train_contexts = [c for c in train_contexts if has_pairs(c)]
+    if not train_contexts:
+        raise ValueError("no training context has both a positive and a negative unit")
+    val_contexts = [c for c in val_contexts if has_pairs(c)]
+    if not val_contexts:
+        raise ValueError("no validation context has both a positive and a negative unit")
+    embed_dim = train_contexts[0].units.shape[1]
+    torch.manual_seed(config.seed)
+    model = build_model(config, embed_dim)
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    steps_per_epoch = math.ceil(len(train_contexts) / config.batch_size)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(config.epochs * steps_per_epoch, config.warmup))
+    meta = {"format": CHECKPOINT_FORMAT, "config": asdict(config), "embedder_id": embedder_id, "embed_dim": embed_dim,
+            "data_hash": ids_hash(data_ids if data_ids is not None else [c.id for c in train_contexts]),
+            "n_train": len(train_contexts), "n_val": len(val_contexts),
+            "n_params": sum(p.numel() for p in model.parameters())}
+    history, best_auc, start_epoch, seconds = [], -1.0, 0, 0.0
+    last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
+    if resume and last_path.is_file():
+        state = torch.load(last_path, map_location="cpu", weights_only=False)
+        if state["config"] != asdict(config) or state["data_hash"] != meta["data_hash"]:
+            raise ValueError(f"cannot resume from {last_path}: it was written for another config or other data")
+        model.load_state_dict(state["weights"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        history, best_auc, start_epoch, seconds = state["history"], state["best_val_auc"], state["epoch"], state["seconds"]
+    end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, start_epoch + stop_after_epochs)
+    from tqdm.auto import tqdm
+
+    for epoch in range(start_epoch, end_epoch):
+        t0 = time.perf_counter()
+        model.train()
+        order = np.random.default_rng([config.seed, epoch]).permutation(len(train_contexts))
+        losses = []
+        bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress, leave=False)
+        for step in bar:
+            chunk = [train_contexts[i] for i in order[step * config.batch_size:(step + 1) * config.batch_size]]
+            batch = collate(chunk)
+            seed = (config.seed * 1_000_003 + epoch * steps_per_epoch + step) % (2**63)
+            scores = unit_scores(model, batch, config.n_permutations, config.antithetic, seed)
+            loss = pairwise_margin_loss(scores, batch.labels, batch.mask, config.margin)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            if isinstance(model, ConvexDeepSets):
+                model.clamp_()
+            losses.append(loss.item())
+            bar.set_postfix(loss=f"{np.mean(losses):.4f}")
+        val = evaluate_auc(model, val_contexts, config)
+        seconds += time.perf_counter() - t0
+        history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)), "val_auc": val["auc"],
+                        "val_auc_ci": val["auc_ci"], "seconds": seconds})
+        if progress:
+            print(f"epoch {epoch + 1}/{config.epochs}: loss {np.mean(losses):.4f}  val AUC {val['auc']:.4f}  "
+                  f"({seconds:.0f}s)", flush=True)
+        if val["auc"] > best_auc:
+            best_auc = val["auc"]
+            atomic_save({**meta, "weights": model.state_dict(), "val_metrics": val, "epoch": epoch + 1,
+                         "history": history}, best_path)
+        atomic_save({**meta, "weights": model.state_dict(), "optimizer": opt.state_dict(),
+                     "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "epoch": epoch + 1,
+                     "history": history, "best_val_auc": best_auc, "seconds": seconds, "val_metrics": val}, last_path)
+    return TrainResult(best_path, last_path, best_auc, history, seconds)
+
+
+# ------------------------------------------------------------------------------------------ data plumbing
+
+DATASET_KWARGS = {"musique": {"granularity": "sentence"}}
+
+
+def load_split(name: str, split: str, path=None, limit: int | None = None):
+    from .data import load_dataset, split_examples
+
+    examples = load_dataset(name, path, **DATASET_KWARGS.get(name, {}))
+    chosen = split_examples(examples, split)
+    return chosen[:limit] if limit else chosen
+
+
+def prepare(config: TrainConfig, embedder, data_path=None, show_progress: bool = False):
+    """Train contexts (union of the datasets' train splits) and validation contexts (``val_dataset``)."""
+    train_ex = []
+    for name in config.datasets:
+        train_ex += load_split(name, "train", data_path if len(config.datasets) == 1 else None)
+    if config.max_train_examples:
+        train_ex = train_ex[:config.max_train_examples]
+    val_ex = load_split(config.val_dataset or config.datasets[0], "validation",
+                        data_path if len(config.datasets) == 1 else None)
+    train_ctx = contexts_from_examples(train_ex, embedder, config.features, config.with_title, show_progress)
+    val_ctx = contexts_from_examples(val_ex, embedder, config.features, config.with_title, show_progress)
+    return train_ctx, val_ctx, [ex.id for ex in train_ex]
+
+
+def run(config: TrainConfig, out_dir, data_path=None, resume: bool = False, progress: bool = True,
+        cache_dir=None) -> TrainResult:
+    """Load data, embed (cached), train; also writes ``out_dir/config.json``."""
+    from .embed import CachedEmbedder, get_embedder
+
+    embedder = CachedEmbedder(get_embedder(config.embedder), cache_dir)
+    train_ctx, val_ctx, ids = prepare(config, embedder, data_path, show_progress=progress)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=1))
+    return train(config, train_ctx, val_ctx, out_dir, embedder.id, resume=resume, progress=progress, data_ids=ids)

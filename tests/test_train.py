@@ -1,0 +1,158 @@
+"""Training: the loss, one step, checkpoints, determinism, resume, bad configs, the pruner API."""
+
+import numpy as np
+import pytest
+import torch
+
+from scp.embed import RandomEmbedder
+from scp.features import build_contexts, collate
+from scp.pruner import ShapleyPruner
+from scp.train import (PointwiseScorer, TrainConfig, build_model, load_checkpoint, pairwise_margin_loss, train,
+                       unit_scores)
+
+QUERIES = [f"what is the capital of country {i}" for i in range(24)]
+
+
+def toy_contexts(embedder, features=("cos", "bm25z")):
+    """Each context: 2 supporting sentences sharing words with the query, 6 unrelated ones."""
+    rng = np.random.default_rng(0)
+    units, labels = [], []
+    for i, q in enumerate(QUERIES):
+        pos = [f"the capital of country {i} is city {i}", f"country {i} has its capital at the river"]
+        neg = [f"unrelated sentence number {j} about topic {rng.integers(1000)}" for j in range(6)]
+        order = rng.permutation(8)
+        both = pos + neg
+        units.append([both[k] for k in order])
+        labels.append([1 if k < 2 else 0 for k in order])
+    ctx = build_contexts(QUERIES, units, embedder, features, labels_list=labels, ids=[str(i) for i in range(24)])
+    return ctx[:16], ctx[16:]
+
+
+def small_config(**kw):
+    base = dict(embedder="random", query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8,
+                epochs=2, n_permutations=6, eval_permutations=6, batch_size=8, dropout=0.1)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_loss_zero_when_positives_lead_by_margin_and_positive_otherwise():
+    labels = torch.tensor([[1.0, 0.0, 0.0, 1.0]])
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    lead = torch.tensor([[0.5, 0.3, 0.35, 0.5]])
+    assert pairwise_margin_loss(lead, labels, mask, 0.15).item() == 0.0
+    close = torch.tensor([[0.5, 0.4, 0.3, 0.5]])  # pairs (0,1),(3,1) miss the margin by 0.05
+    assert pairwise_margin_loss(close, labels, mask, 0.15).item() == pytest.approx(0.05 * 2 / 4)
+    # padding never counts: a padded "negative" with a huge score changes nothing
+    padded = torch.tensor([[0.5, 0.3, 0.35, 0.5, 9.0]])
+    mask5 = torch.tensor([[True, True, True, True, False]])
+    assert pairwise_margin_loss(padded, torch.cat([labels, torch.zeros(1, 1)], 1), mask5, 0.15).item() == 0.0
+    with pytest.raises(ValueError, match="pair"):
+        pairwise_margin_loss(lead, torch.ones(1, 4), mask, 0.15)
+
+
+@pytest.mark.parametrize("model", ["deepsets", "pointwise"])
+def test_one_step_lowers_the_loss(model):
+    tr, _ = toy_contexts(RandomEmbedder(32))
+    config = small_config(model=model, dropout=0.0)
+    torch.manual_seed(0)
+    net = build_model(config, 32)
+    batch = collate(tr)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
+
+    def loss():
+        return pairwise_margin_loss(unit_scores(net, batch, 6, False, seed=1), batch.labels, batch.mask, 0.15)
+    before = loss()
+    opt.zero_grad()
+    before.backward()
+    opt.step()
+    with torch.no_grad():
+        after = loss()
+    assert after.item() < before.item()
+
+
+def test_checkpoint_round_trip_seed_determinism_and_resume(tmp_path):
+    emb = RandomEmbedder(32)
+    tr, va = toy_contexts(emb)
+    config = small_config(epochs=2)
+    a = train(config, tr, va, tmp_path / "a", emb.id, progress=False)
+    b = train(config, tr, va, tmp_path / "b", emb.id, progress=False)
+    wa, wb = torch.load(a.last_path)["weights"], torch.load(b.last_path)["weights"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)  # same seed, same weights
+    # interrupted after epoch 1, resumed: the same final state as the uninterrupted run
+    train(config, tr, va, tmp_path / "c", emb.id, progress=False, stop_after_epochs=1)
+    assert torch.load(tmp_path / "c" / "last.pt")["epoch"] == 1
+    c = train(config, tr, va, tmp_path / "c", emb.id, progress=False, resume=True)
+    wc = torch.load(c.last_path)["weights"]
+    assert all(torch.equal(wa[k], wc[k]) for k in wa)
+    def strip(history):
+        return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
+    assert strip(c.history) == strip(a.history)
+    # a different seed gives different weights
+    d = train(small_config(epochs=1, seed=1), tr, va, tmp_path / "d", emb.id, progress=False)
+    wd = torch.load(d.last_path)["weights"]
+    assert not all(torch.equal(wa[k], wd[k]) for k in wa)
+    # round trip: the loaded checkpoint scores exactly as the saved weights do
+    model, cfg, ckpt = load_checkpoint(a.best_path)
+    assert cfg == config and ckpt["embedder_id"] == emb.id and "auc" in ckpt["val_metrics"] and ckpt["data_hash"]
+    fresh = build_model(config, 32)
+    fresh.load_state_dict(torch.load(a.best_path)["weights"])
+    fresh.eval()
+    batch = collate(va)
+    torch.testing.assert_close(unit_scores(model, batch, 6, False, 3), unit_scores(fresh, batch, 6, False, 3),
+                               rtol=0, atol=0)
+    pruner = ShapleyPruner.from_checkpoint(a.best_path, embedder=emb, n_permutations=6, seed=3)
+    r1 = pruner.rank(QUERIES[0], ["the capital of country 0 is city 0", "cats purr", "dogs bark"])
+    r2 = ShapleyPruner.from_checkpoint(a.best_path, embedder=emb, n_permutations=6, seed=3).rank(
+        QUERIES[0], ["the capital of country 0 is city 0", "cats purr", "dogs bark"])
+    np.testing.assert_array_equal(r1.values, r2.values)
+    assert r1.n_permutations == 6 and r1.seed == 3
+
+
+def test_mismatched_embedder_is_a_clear_error(tmp_path):
+    emb = RandomEmbedder(32)
+    tr, va = toy_contexts(emb)
+    res = train(small_config(epochs=1), tr, va, tmp_path, emb.id, progress=False)
+    with pytest.raises(ValueError, match="embedder"):
+        ShapleyPruner.from_checkpoint(res.best_path, embedder=RandomEmbedder(32, seed=1))
+    with pytest.raises(ValueError, match="-d"):
+        load_checkpoint(res.best_path, embed_dim=16)
+    with pytest.raises(FileNotFoundError):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_pruner_api(tmp_path):
+    emb = RandomEmbedder(32)
+    tr, va = toy_contexts(emb)
+    res = train(small_config(epochs=1), tr, va, tmp_path, emb.id, progress=False)
+    pruner = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, n_permutations=4)
+    text = "The capital of country 3 is city 3. Cats purr loudly. Dogs bark at night. Country 3 has a river."
+    out = pruner.prune(QUERIES[3], text, keep_ratio=0.5)
+    assert out.n_units == 4 and len(out.kept_indices) == 2 and 0 < out.kept_tokens < out.original_tokens
+    assert pruner.prune(QUERIES[3], text, top_k=1).kept_tokens > 0
+    assert pruner.prune(QUERIES[3], text, token_budget=8).kept_tokens <= 8
+    exact = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="exact").rank(QUERIES[3], text.split(". "))
+    assert exact.method == "exact"
+    with pytest.raises(ValueError, match="empty context"):
+        pruner.rank(QUERIES[3], [])
+    with pytest.raises(ValueError, match="estimator"):
+        ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="kernel")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_permutations=0), "n_permutations"), (dict(embedder="no-such-embedder"), "unknown embedder"),
+    (dict(model="transformer"), "model"), (dict(query_mode="member", features=("cos",)), "member"),
+    (dict(model="pointwise", query_mode="member", features=()), "pointwise"), (dict(features=("idf",)), "feature"),
+    (dict(margin=0.0), "margin"), (dict(n_permutations=5, antithetic=True), "even"),
+])
+def test_bad_configs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        small_config(**kwargs)
+
+
+def test_no_positives_is_a_clear_error(tmp_path):
+    emb = RandomEmbedder(32)
+    tr, va = toy_contexts(emb)
+    for c in tr:
+        c.labels = torch.zeros_like(c.labels)
+    with pytest.raises(ValueError, match="positive"):
+        train(small_config(epochs=1), tr, va, tmp_path, emb.id, progress=False)
+    assert isinstance(build_model(small_config(model="pointwise"), 32), PointwiseScorer)
