@@ -1,0 +1,118 @@
+"""Ablations from the command line: ``python -m scp.ablate GRID [GRID ...] [--out results/ablations]``.
+
+Each row trains one configuration (``scp.train``) and evaluates its best checkpoint on the HotpotQA test split
+(M = 50 at evaluation), overall and by question type; rows already in the output table are not rerun, so an
+interrupted sweep resumes.  ``baselines`` evaluates random / BM25 / MiniLM cosine on the same test examples,
+on both unit representations.  Grids: query_mode, units, permutations, convex, pointwise, cross_domain,
+mixture, baselines (``all`` runs every grid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from .evaluate import run_eval, write_json
+from .train import config_from_preset, run
+
+TEST_DATASET = "hotpotqa"
+ALL_DATASETS = ("hotpotqa", "2wiki", "musique", "msmarco", "fever")
+
+# name -> (preset, overrides); 3M-parameter rows use 5 epochs and M = 20 in training (about 1 min per epoch here)
+GRIDS: dict[str, dict[str, tuple[str, dict]]] = {
+    "query_mode": {f"paper-{mode}": ("paper", dict(query_mode=mode, epochs=5, n_permutations=20))
+                   for mode in ("member", "product", "concat", "product_concat")},
+    "units": {"best-sentence-units": ("best", dict(unit_repr="sentence")), "best": ("best", {})},
+    "permutations": {f"best-M{m}": ("best", dict(n_permutations=m)) for m in (4, 20, 50)}
+    | {"best-M20-antithetic": ("best", dict(n_permutations=20, antithetic=True))},
+    "convex": {"best-convex": ("best", dict(model="convex"))},
+    "pointwise": {"pointwise": ("pointwise", {}), "pointwise-sentence-units": ("pointwise", dict(unit_repr="sentence"))},
+    "cross_domain": {f"best-train-{d}": ("best", dict(datasets=(d,), val_dataset=d)) for d in ("msmarco", "fever")},
+    "mixture": {"best-mixture": ("best", dict(datasets=ALL_DATASETS, val_dataset="hotpotqa")),
+                "pointwise-mixture": ("pointwise", dict(datasets=ALL_DATASETS, val_dataset="hotpotqa"))},
+}
+
+COLUMNS = ["name", "preset", "overrides", "n_params", "train_seconds", "best_val_auc", "test_auc", "test_auc_ci_low",
+           "test_auc_ci_high", "test_recall@0.5", "test_compression@0.5", "bridge_auc", "comparison_auc", "n_test",
+           "status", "reason"]
+
+
+def summarize(name: str, result: dict, **extra) -> dict:
+    row = {"name": name, **extra, "status": result["status"], "reason": result.get("reason", "")}
+    if result["status"] == "ok":
+        by_type = result.get("by_type", {})
+        row.update(test_auc=result["auc"]["mean"], test_auc_ci_low=result["auc"]["ci"][0],
+                   test_auc_ci_high=result["auc"]["ci"][1], n_test=result["auc"]["n_used"],
+                   **{"test_recall@0.5": result["recall@0.5"]["mean"],
+                      "test_compression@0.5": result["compression@0.5"]["mean"]},
+                   bridge_auc=by_type.get("bridge", {}).get("auc", {}).get("mean"),
+                   comparison_auc=by_type.get("comparison", {}).get("auc", {}).get("mean"))
+    return row
+
+
+def run_row(name: str, preset: str, overrides: dict, out: Path) -> dict:
+    config = config_from_preset(preset, **overrides)
+    trained = run(config, out / "runs" / name, progress=False)
+    result = run_eval(TEST_DATASET, "scp", split="test", checkpoint=str(trained.best_path),
+                      out=str(out / "evals" / f"{name}.json"))
+    import torch
+
+    n_params = torch.load(trained.best_path, map_location="cpu", weights_only=False)["n_params"]
+    return summarize(name, result, preset=preset, overrides=json.dumps(overrides, default=list), n_params=n_params,
+                     train_seconds=round(trained.seconds, 1), best_val_auc=trained.best_val_auc)
+
+
+def baseline_rows(out: Path) -> dict[str, dict]:
+    rows = {}
+    for units in ("sentence", "title"):
+        for method in ("random", "bm25", "cosine"):
+            name = f"{method}-{units}-units"
+            result = run_eval(TEST_DATASET, method, split="test", units=units, out=str(out / "evals" / f"{name}.json"))
+            rows[name] = summarize(name, result, preset="baseline", overrides=json.dumps({"units": units}))
+    return rows
+
+
+def load_table(path: Path) -> dict[str, dict]:
+    return {r["name"]: r for r in json.loads(path.read_text())} if path.is_file() else {}
+
+
+def save_table(rows: dict[str, dict], out: Path) -> None:
+    write_json(list(rows.values()), out / "ablations.json")
+    tmp = out / ".ablations.csv.tmp"
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows.values())
+    tmp.replace(out / "ablations.csv")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scp.ablate", description=__doc__.splitlines()[0])
+    parser.add_argument("grids", nargs="+", choices=sorted(GRIDS) + ["baselines", "all"])
+    parser.add_argument("--out", default="results/ablations", type=Path)
+    parser.add_argument("--rerun", action="store_true", help="rerun rows already in the table")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = load_table(args.out / "ablations.json")
+    grids = ["baselines", *GRIDS] if "all" in args.grids else args.grids
+    for grid in grids:
+        if grid == "baselines":
+            rows.update(baseline_rows(args.out))
+            save_table(rows, args.out)
+            continue
+        for name, (preset, overrides) in GRIDS[grid].items():
+            if name in rows and not args.rerun:
+                continue
+            print(f"[{grid}] {name}: training ...", flush=True)
+            rows[name] = run_row(name, preset, overrides, args.out)
+            save_table(rows, args.out)
+            r = rows[name]
+            print(f"[{grid}] {name}: val AUC {r['best_val_auc']:.4f}, test AUC {r.get('test_auc', float('nan')):.4f} "
+                  f"({r['train_seconds']:.0f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
