@@ -177,7 +177,7 @@ def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, 
     else:
         permutations = _check_permutations(permutations, n)
         _check_permutation_count(permutations.shape[0], antithetic)
-    fast = isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_linear")
+    fast = isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_layer")
     if path == "fast" and not fast:
         raise ValueError("the fast path needs a ValueNetGame over a Deep Sets network")
     if path != "generic" and fast:
@@ -276,9 +276,9 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
         _check_permutation_count(n_permutations, antithetic)
         permutations = permutations.to(units.device).long()
     h, base = net.encode(units, query, extra)
-    first = net.rho_first_linear
-    g = (h @ first.weight.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
-    g0 = base @ first.weight.T + first.bias  # (b, H)
+    first_w, first_b = net.rho_first_layer()
+    g = (h @ first_w.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
+    g0 = base @ first_w.T + first_b  # (b, H)
     # prefix t of permutation π holds the players of rank < t: a 0/1 matrix times g gives all prefix sums
     ranks = permutations.argsort(dim=-1)
     steps = torch.arange(n + 1, device=units.device)

@@ -48,6 +48,8 @@ class TrainConfig:
     latent: int = 512
     dropout: float = 0.1
     bound: float = 1.0
+    output: str = "sigmoid"  # or "clip" (linear inside [0, B])
+    skip: bool = False  # a linear path beside ρ's MLP (set models)
     n_permutations: int = 50
     antithetic: bool = False
     eval_permutations: int = 50
@@ -76,6 +78,8 @@ class TrainConfig:
             problems.append(f"query_mode must be one of {QUERY_MODES}, not {self.query_mode!r}")
         if self.model == "pointwise" and self.query_mode == "member":
             problems.append("the pointwise control scores one unit alone: query_mode 'member' does not apply")
+        if self.model == "convex" and (self.skip or self.output != "sigmoid"):
+            problems.append("ConvexDeepSets has no skip path and a sigmoid output only")
         if self.query_mode == "member" and self.features:
             problems.append("query_mode 'member' takes no per-unit features")
         for name in ("n_permutations", "eval_permutations", "epochs", "batch_size", "hidden", "latent"):
@@ -132,8 +136,10 @@ def build_model(config: TrainConfig, embed_dim: int) -> nn.Module:
                   dropout=config.dropout)
     if config.model == "pointwise":
         return PointwiseScorer(hidden=config.hidden, **common)
-    cls = DeepSetsValue if config.model == "deepsets" else ConvexDeepSets
-    return cls(hidden=config.hidden, latent=config.latent, bound=config.bound, **common)
+    if config.model == "convex":
+        return ConvexDeepSets(hidden=config.hidden, latent=config.latent, bound=config.bound, **common)
+    return DeepSetsValue(hidden=config.hidden, latent=config.latent, bound=config.bound, output=config.output,
+                         skip=config.skip, **common)
 
 
 def unit_scores(model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 QUERY_MODES = ("member", "product", "concat", "product_concat")
+OUTPUTS = ("sigmoid", "clip")
 
 
 def check_inputs(units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None,
@@ -63,8 +64,10 @@ def mlp(sizes: list[int], dropout: float, layer_norm: bool = True) -> nn.Sequent
 class SetValueNet(nn.Module):
     """Shared plumbing: query modes, ψ inputs, masked sum pooling and the bounded output."""
 
-    def __init__(self, embed_dim: int, query_mode: str, n_extra: int, bound: float):
+    def __init__(self, embed_dim: int, query_mode: str, n_extra: int, bound: float, output: str = "sigmoid"):
         super().__init__()
+        if output not in OUTPUTS:
+            raise ValueError(f"unknown output {output!r}; choose one of {OUTPUTS}")
         if query_mode not in QUERY_MODES:
             raise ValueError(f"unknown query_mode {query_mode!r}; choose one of {QUERY_MODES}")
         if embed_dim < 1 or n_extra < 0:
@@ -72,6 +75,7 @@ class SetValueNet(nn.Module):
         if not (bound > 0 and math.isfinite(bound)):
             raise ValueError(f"bound B must be a positive finite number; got {bound}")
         self.embed_dim, self.query_mode, self.n_extra, self.bound = embed_dim, query_mode, n_extra, float(bound)
+        self.output = output
 
     @property
     def psi_in(self) -> int:
@@ -98,12 +102,15 @@ class SetValueNet(nn.Module):
         return h, base
 
     def squash(self, logits: torch.Tensor) -> torch.Tensor:
-        """Map ρ's output into [0, B]."""
+        """Map ρ's output into [0, B]: B·σ(z) ("sigmoid") or min(max(z, 0), B) ("clip", linear inside)."""
+        if self.output == "clip":
+            return logits.clamp(0.0, self.bound)
         return self.bound * torch.sigmoid(logits)
 
     def pooled_value(self, pooled: torch.Tensor) -> torch.Tensor:
         """v from the pooled representation base + Σ_{c∈S} ψ(x_c) (any leading shape)."""
-        return self.squash(self.rho(pooled).squeeze(-1))
+        first_w, first_b = self.rho_first_layer()
+        return self.rho_after_first(pooled @ first_w.T + first_b)
 
     def forward(self, units, query, mask=None, extra=None) -> torch.Tensor:
         """v(S) for each batch row, S = units where ``mask`` is True (all units when mask is None)."""
@@ -124,18 +131,28 @@ class DeepSetsValue(SetValueNet):
     """
 
     def __init__(self, embed_dim: int = 384, hidden: int = 1024, latent: int = 512, query_mode: str = "member",
-                 n_extra: int = 0, dropout: float = 0.1, bound: float = 1.0):
-        super().__init__(embed_dim, query_mode, n_extra, bound)
+                 n_extra: int = 0, dropout: float = 0.1, bound: float = 1.0, output: str = "sigmoid",
+                 skip: bool = False):
+        super().__init__(embed_dim, query_mode, n_extra, bound, output)
         self.psi = mlp([self.psi_in, hidden, hidden, latent], dropout)
         self.rho = mlp([latent, hidden, latent, 1], dropout)
+        self.skip = nn.Linear(latent, 1, bias=False) if skip else None
 
-    @property
-    def rho_first_linear(self) -> nn.Linear:
-        return self.rho[0]
+    def rho_first_layer(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W, b) of every linear map applied to the pooled vector first: ρ's first layer, plus the skip row."""
+        first = self.rho[0]
+        if self.skip is None:
+            return first.weight, first.bias
+        return torch.cat([first.weight, self.skip.weight]), torch.cat([first.bias, first.bias.new_zeros(1)])
 
-    def rho_after_first(self, z: torch.Tensor) -> torch.Tensor:
-        """ρ without its first linear layer, then the bound: maps W₁·pooled + b₁ to v."""
-        return self.squash(self.rho[1:](z).squeeze(-1))
+    def rho_after_first(self, y: torch.Tensor) -> torch.Tensor:
+        """The rest of ρ, then the bound: maps (W₁·pooled + b₁ [, w_skip·pooled]) to v.
+
+        With ``skip`` the logit is MLP(pooled) + w_skip·pooled: a linear (additive-game) path beside the MLP.
+        """
+        if self.skip is None:
+            return self.squash(self.rho[1:](y).squeeze(-1))
+        return self.squash(self.rho[1:](y[..., :-1]).squeeze(-1) + y[..., -1])
 
 
 class ConvexDeepSets(SetValueNet):
@@ -172,9 +189,8 @@ class ConvexDeepSets(SetValueNet):
     def rho_tail(self, h: torch.Tensor) -> torch.Tensor:
         return self.h2_to_out(self.act(self.h1_to_h2(self.act(h))))
 
-    @property
-    def rho_first_linear(self) -> nn.Linear:
-        return self.z_to_h1
+    def rho_first_layer(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.z_to_h1.weight, self.z_to_h1.bias
 
     def rho_after_first(self, z: torch.Tensor) -> torch.Tensor:
         return self.squash(self.rho_tail(z).squeeze(-1))

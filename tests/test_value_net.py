@@ -35,8 +35,11 @@ def test_bounded_output_permutation_invariance_and_padding():
 
 def test_fast_path_equals_generic_path():
     torch.manual_seed(1)
-    for cls, mode in [(DeepSetsValue, "member"), (DeepSetsValue, "product"), (ConvexDeepSets, "product")]:
-        net = cls(embed_dim=24, hidden=48, latent=16, query_mode=mode).eval()
+    variants = [(DeepSetsValue, dict(query_mode="member")), (DeepSetsValue, dict(query_mode="product")),
+                (DeepSetsValue, dict(query_mode="product", skip=True, output="clip", bound=3.0)),
+                (ConvexDeepSets, dict(query_mode="product"))]
+    for cls, kw in variants:
+        net = cls(embed_dim=24, hidden=48, latent=16, **kw).eval()
         units, query = torch.randn(9, 24), torch.randn(24)
         game = ValueNetGame(net, units, query)
         perms = sample_permutations(9, 16, seed=2)
@@ -62,6 +65,27 @@ def test_fast_path_batched_with_padding_matches_single_contexts():
         phi = exact(game).values
         assert np.abs(batch.values[b, :n].detach().numpy() - phi).max() < 4 * batch.std_errors[b, :n].max().item() + 1e-4
     assert batch.n_evaluations.tolist() == [64 * (n + 1) for n in lengths]
+
+
+def test_psi_caching_game_equals_full_forward_game():
+    torch.manual_seed(6)
+    net = DeepSetsValue(embed_dim=10, hidden=16, latent=8, query_mode="product", n_extra=1, skip=True).eval()
+    units, query, extra = torch.randn(7, 10), torch.randn(10), torch.randn(7, 1)
+    from scp.games import all_coalitions
+
+    C = all_coalitions(7)
+    full = ValueNetGame(net, units, query, extra)(C)
+    cached = ValueNetGame(net, units, query, extra, cache_psi=True)(C)
+    np.testing.assert_allclose(cached, full, atol=1e-6)
+
+
+def test_skip_path_and_clip_output():
+    net = DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product", skip=True, output="clip", bound=2.0)
+    assert n_params(net) == n_params(DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product")) + 8
+    v = net.eval()(torch.randn(4, 5, 8) * 10, torch.randn(4, 8))
+    assert ((v >= 0) & (v <= 2.0)).all()
+    with pytest.raises(ValueError, match="output"):
+        DeepSetsValue(output="tanh")
 
 
 def test_gradients_reach_psi_and_rho():
