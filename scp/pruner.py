@@ -24,6 +24,7 @@ from .text import split_sentences
 from .train import PointwiseScorer, TrainConfig, load_checkpoint
 
 ESTIMATORS = ("monte_carlo", "exact", "loo")
+MAX_UNITS = 4096
 
 
 class ShapleyPruner:
@@ -31,12 +32,12 @@ class ShapleyPruner:
 
     def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
                  n_permutations: int = 50, antithetic: bool = False, seed: int | None = 0,
-                 device: str | None = None):
+                 device: str | None = None, max_units: int = MAX_UNITS):
         if estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
         self.model, self.config, self.embedder = model.eval(), config, embedder
         self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
-        self.device = device
+        self.device, self.max_units = device, max_units
 
     @classmethod
     def from_checkpoint(cls, path, embedder=None, cache_dir=None, **kwargs) -> "ShapleyPruner":
@@ -68,6 +69,14 @@ class ShapleyPruner:
             raise ValueError("empty context: give at least one sentence")
         if not all(isinstance(s, str) and s.strip() for s in sentences):
             raise ValueError("every sentence must be a non-empty string")
+        if len(sentences) > self.max_units:
+            raise ValueError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
+                             "passages or raise max_units (cost grows as M·n²)")
+        seen: dict[str, int] = {}
+        duplicates = [(seen.setdefault(s.strip(), i), i) for i, s in enumerate(sentences) if seen.get(s.strip(), i) != i]
+        if duplicates:
+            warnings.warn(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
+                          "between copies (leave-one-out would give each ≈ 0)", stacklevel=2)
         ctx = build_contexts([query], [self.units(sentences, titles)], self.embedder, self.config.features)[0]
         if isinstance(self.model, PointwiseScorer):
             with torch.no_grad():

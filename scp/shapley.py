@@ -245,14 +245,15 @@ def random_permutations(mask: torch.Tensor, n_permutations: int, antithetic: boo
 def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None,
                      extra: torch.Tensor | None = None, n_permutations: int = 50, antithetic: bool = False,
                      seed: int | None = None, permutations: torch.Tensor | None = None,
-                     chunk_size: int | None = None) -> BatchShapley:
+                     chunk_elements: int = 1 << 23) -> BatchShapley:
     """Batched Monte-Carlo Shapley values of Deep Sets value networks over padded contexts.
 
     With g_c = W₁ψ(x_c) and g₀ = W₁·base + b₁, the first ρ layer of prefix P_t^π is g₀ + Σ_{s≤t} g_{π(s)}:
     one batched product of the 0/1 prefix-membership matrices (M·(n+1) × n) with g gives all prefixes (a
     GEMM, cheaper in memory traffic than gather + cumulative sum), one call of the rest of ρ values them, and
     differences give the marginals, scattered back to players.  Gradients flow to ψ and ρ.
-    ``mask`` (b, n) marks valid units (padding False).  ``chunk_size`` bounds contexts per ρ call (memory).
+    ``mask`` (b, n) marks valid units (padding False).  ``chunk_elements`` bounds the floats held per ρ call
+    (contexts and permutations are chunked), so long contexts cost time, not memory.
     """
     b, n, _ = units.shape
     mask = torch.ones(b, n, dtype=torch.bool, device=units.device) if mask is None else mask.to(torch.bool)
@@ -279,17 +280,24 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
     first_w, first_b = net.rho_first_layer()
     g = (h @ first_w.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
     g0 = base @ first_w.T + first_b  # (b, H)
-    # prefix t of permutation π holds the players of rank < t: a 0/1 matrix times g gives all prefix sums
+    # prefix t of permutation π holds the players of rank < t: a 0/1 matrix times g gives all prefix sums.
+    # Work in chunks of contexts × permutations so memory stays near ``chunk_elements`` floats.
     ranks = permutations.argsort(dim=-1)
     steps = torch.arange(n + 1, device=units.device)
-    chunk = chunk_size or max(1, (1 << 23) // (n_permutations * (n + 1) * g.shape[-1]))
-    values = []
-    for s in range(0, b, chunk):
-        members = (ranks[s:s + chunk, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, M, n+1, n)
-        c = members.shape[0]
-        prefix = (members.reshape(c, -1, n) @ g[s:s + chunk]).reshape(c, n_permutations, n + 1, -1)
-        values.append(net.rho_after_first(prefix + g0[s:s + chunk, None, None]))  # (c, M, n+1)
-    prefix_values = torch.cat(values)
+    per_pair = (n + 1) * (n + g.shape[-1])
+    perm_chunk = max(1, min(n_permutations, chunk_elements // per_pair))
+    ctx_chunk = max(1, chunk_elements // (per_pair * n_permutations)) if perm_chunk == n_permutations else 1
+    rows = []
+    for s in range(0, b, ctx_chunk):
+        pieces = []
+        for p in range(0, n_permutations, perm_chunk):
+            r = ranks[s:s + ctx_chunk, p:p + perm_chunk]
+            members = (r[:, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, m, n+1, n)
+            c, m = members.shape[:2]
+            prefix = (members.reshape(c, -1, n) @ g[s:s + ctx_chunk]).reshape(c, m, n + 1, -1)
+            pieces.append(net.rho_after_first(prefix + g0[s:s + ctx_chunk, None, None]))  # (c, m, n+1)
+        rows.append(torch.cat(pieces, dim=1))
+    prefix_values = torch.cat(rows)
     marg_in_order = prefix_values.diff(dim=2)  # (b, M, n)
     marginals = torch.zeros_like(marg_in_order).scatter(2, permutations, marg_in_order)
     phi = marginals.mean(1)

@@ -133,6 +133,12 @@ def test_pruner_api(tmp_path):
     assert exact.method == "exact"
     with pytest.raises(ValueError, match="empty context"):
         pruner.rank(QUERIES[3], [])
+    with pytest.raises(ValueError, match="max_units"):
+        ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, max_units=3).rank(QUERIES[3], ["a", "b", "c", "d"])
+    with pytest.warns(UserWarning, match="duplicate"):
+        dup = pruner.rank(QUERIES[3], ["country 3 capital", "cats purr", "country 3 capital"])
+    assert dup.values.shape == (3,)
+    assert pruner.rank(QUERIES[3], ["one sentence only"]).values.shape == (1,)
     with pytest.raises(ValueError, match="estimator"):
         ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="kernel")
 

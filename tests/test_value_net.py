@@ -88,6 +88,15 @@ def test_skip_path_and_clip_output():
         DeepSetsValue(output="tanh")
 
 
+def test_chunking_over_contexts_and_permutations_changes_nothing():
+    torch.manual_seed(7)
+    net = DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product").eval()
+    u, q = torch.randn(3, 300, 8), torch.randn(3, 8)
+    whole = deepsets_shapley(net, u, q, n_permutations=6, seed=1)
+    tiny = deepsets_shapley(net, u, q, n_permutations=6, seed=1, chunk_elements=1000)  # one permutation at a time
+    torch.testing.assert_close(tiny.values, whole.values, atol=1e-6, rtol=0)
+
+
 def test_gradients_reach_psi_and_rho():
     torch.manual_seed(3)
     net = DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="member")
