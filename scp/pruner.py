@@ -72,8 +72,12 @@ class ShapleyPruner:
         if len(sentences) > self.max_units:
             raise ValueError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                              "passages or raise max_units (cost grows as M·n²)")
-        seen: dict[str, int] = {}
-        duplicates = [(seen.setdefault(s.strip(), i), i) for i, s in enumerate(sentences) if seen.get(s.strip(), i) != i]
+        first: dict[str, int] = {}
+        duplicates = []
+        for i, sentence in enumerate(sentences):
+            j = first.setdefault(sentence.strip(), i)
+            if j != i:
+                duplicates.append((j, i))
         if duplicates:
             warnings.warn(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
                           "between copies (leave-one-out would give each ≈ 0)", stacklevel=2)
