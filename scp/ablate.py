@@ -3,8 +3,8 @@
 Each row trains one configuration (``scp.train``) and evaluates its best checkpoint on the HotpotQA test split
 (M = 50 at evaluation), overall and by question type; rows already in the output table are not rerun, so an
 interrupted sweep resumes.  ``baselines`` evaluates random / BM25 / MiniLM cosine on the same test examples,
-on both unit representations.  Grids: query_mode, units, permutations, convex, pointwise, cross_domain,
-mixture, baselines (``all`` runs every grid).
+on both unit representations; ``dataset_baselines`` does so on every shared dataset.  Grids: main, seeds, query_mode, rho, units, features, permutations, convex,
+cross_domain, mixture, baselines (``all`` runs every grid).
 """
 
 from __future__ import annotations
@@ -22,16 +22,22 @@ ALL_DATASETS = ("hotpotqa", "2wiki", "musique", "msmarco", "fever")
 
 # name -> (preset, overrides); 3M-parameter rows use 5 epochs and M = 20 in training (about 1 min per epoch here)
 GRIDS: dict[str, dict[str, tuple[str, dict]]] = {
+    "main": {"best": ("best", {}), "pointwise": ("pointwise", {})},
+    "seeds": {f"{preset}-seed{seed}": (preset, dict(seed=seed)) for preset in ("best", "pointwise") for seed in (1, 2)},
     "query_mode": {f"paper-{mode}": ("paper", dict(query_mode=mode, epochs=5, n_permutations=20))
                    for mode in ("member", "product", "concat", "product_concat")},
-    "units": {"best-sentence-units": ("best", dict(unit_repr="sentence")), "best": ("best", {})},
-    "permutations": {f"best-M{m}": ("best", dict(n_permutations=m)) for m in (4, 20, 50)}
-    | {"best-M20-antithetic": ("best", dict(n_permutations=20, antithetic=True))},
-    "convex": {"best-convex": ("best", dict(model="convex"))},
-    "pointwise": {"pointwise": ("pointwise", {}), "pointwise-sentence-units": ("pointwise", dict(unit_repr="sentence"))},
-    "cross_domain": {f"best-train-{d}": ("best", dict(datasets=(d,), val_dataset=d)) for d in ("msmarco", "fever")},
-    "mixture": {"best-mixture": ("best", dict(datasets=ALL_DATASETS, val_dataset="hotpotqa")),
-                "pointwise-mixture": ("pointwise", dict(datasets=ALL_DATASETS, val_dataset="hotpotqa"))},
+    "rho": {"best-no-skip": ("best", dict(skip=False)), "best-clip-output": ("best", dict(output="clip")),
+            "best-margin0.15": ("best", dict(margin=0.15)), "best-no-skip-margin0.15": ("best", dict(skip=False, margin=0.15))},
+    "units": {"best-sentence-units": ("best", dict(unit_repr="sentence")),
+              "pointwise-sentence-units": ("pointwise", dict(unit_repr="sentence"))},
+    "features": {"best-no-extra-features": ("best", dict(features=())),
+                 "pointwise-no-extra-features": ("pointwise", dict(features=()))},
+    "permutations": {f"best-M{m}": ("best", dict(n_permutations=m)) for m in (4, 50)}
+    | {"best-M20-antithetic": ("best", dict(antithetic=True))},
+    "convex": {"best-convex": ("best", dict(model="convex", skip=False))},
+    "cross_domain": {f"{p}-train-{d}": (p, dict(datasets=(d,), val_dataset=d))
+                     for d in ("msmarco", "fever") for p in ("best", "pointwise")},
+    "mixture": {f"{p}-mixture": (p, dict(datasets=ALL_DATASETS, val_dataset="hotpotqa")) for p in ("best", "pointwise")},
 }
 
 COLUMNS = ["name", "preset", "overrides", "n_params", "train_seconds", "best_val_auc", "test_auc", "test_auc_ci_low",
@@ -74,6 +80,25 @@ def baseline_rows(out: Path) -> dict[str, dict]:
     return rows
 
 
+def dataset_baselines(out: Path) -> None:
+    """random / BM25 / MiniLM cosine on every shared dataset (all examples), both unit representations."""
+    rows = []
+    for dataset in ALL_DATASETS:
+        for units in ("sentence", "title"):
+            for method in ("random", "bm25", "cosine"):
+                result = run_eval(dataset, method, split="all", units=units)
+                row = summarize(f"{method}-{units}-units", result)
+                rows.append({"dataset": dataset, "units": units, "method": method,
+                             **{k: row.get(k) for k in ("test_auc", "test_auc_ci_low", "test_auc_ci_high",
+                                                        "test_recall@0.5", "test_compression@0.5", "n_test")},
+                             "n_excluded": result["auc"]["n_excluded"] if result["status"] == "ok" else None})
+    write_json(rows, out / "dataset_baselines.json")
+    with open(out / "dataset_baselines.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def load_table(path: Path) -> dict[str, dict]:
     return {r["name"]: r for r in json.loads(path.read_text())} if path.is_file() else {}
 
@@ -90,7 +115,7 @@ def save_table(rows: dict[str, dict], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scp.ablate", description=__doc__.splitlines()[0])
-    parser.add_argument("grids", nargs="+", choices=sorted(GRIDS) + ["baselines", "all"])
+    parser.add_argument("grids", nargs="+", choices=sorted(GRIDS) + ["baselines", "dataset_baselines", "all"])
     parser.add_argument("--out", default="results/ablations", type=Path)
     parser.add_argument("--rerun", action="store_true", help="rerun rows already in the table")
     args = parser.parse_args(argv)
@@ -98,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_table(args.out / "ablations.json")
     grids = ["baselines", *GRIDS] if "all" in args.grids else args.grids
     for grid in grids:
+        if grid == "dataset_baselines":
+            dataset_baselines(args.out)
+            continue
         if grid == "baselines":
             rows.update(baseline_rows(args.out))
             save_table(rows, args.out)
