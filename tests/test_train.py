@@ -162,3 +162,18 @@ def test_no_positives_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="positive"):
         train(small_config(epochs=1), tr, va, tmp_path, emb.id, progress=False)
     assert isinstance(build_model(small_config(model="pointwise"), 32), PointwiseScorer)
+
+
+def test_presets_and_ablation_grids_are_valid_configs():
+    from scp.ablate import GRIDS
+    from scp.train import PRESETS, config_from_preset
+
+    for preset in PRESETS:
+        config_from_preset(preset)
+    for grid in GRIDS.values():
+        for preset, overrides in grid.values():
+            config_from_preset(preset, **overrides)
+    paper = build_model(config_from_preset("paper"), 384)
+    assert sum(p.numel() for p in paper.parameters()) == 3_026_433
+    with pytest.raises(ValueError, match="preset"):
+        config_from_preset("fancy")
