@@ -180,7 +180,16 @@ class ConvexDeepSets(SetValueNet):
         self.h1_to_h2 = nn.Linear(hidden, latent)
         self.h2_to_out = nn.Linear(latent, 1)
         self.act = nn.Softplus()
-        self.clamp_()
+        self.reset_convex_weights()
+
+    @torch.no_grad()
+    def reset_convex_weights(self, output_bias: float = -2.0) -> None:
+        """Non-negative hidden-path weights drawn from U(0, 1/fan_in): each layer then averages its inputs, so
+        the logit of a coalition of tens of units starts O(1) instead of saturating the sigmoid (default
+        initialisation followed by clamping gives logits in the thousands and zero gradients)."""
+        for layer in (self.z_to_h1, self.h1_to_h2, self.h2_to_out):
+            nn.init.uniform_(layer.weight, 0.0, 1.0 / layer.in_features)
+        self.h2_to_out.bias.fill_(output_bias)
 
     def rho(self, z: torch.Tensor) -> torch.Tensor:
         """f(z): convex and non-decreasing in z (non-negative weights, softplus activations)."""

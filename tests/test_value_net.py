@@ -150,6 +150,13 @@ def test_convex_deepsets_is_supermodular_and_unconstrained_is_not():
     assert all((layer.weight >= 0).all() for layer in (convex.z_to_h1, convex.h1_to_h2, convex.h2_to_out))
 
 
+def test_convex_deepsets_starts_unsaturated():
+    torch.manual_seed(8)
+    net = ConvexDeepSets().eval()  # paper sizes
+    v = net(torch.randn(4, 41, 384), torch.randn(4, 384))
+    assert ((v > 0.02) & (v < 0.98)).all(), v  # gradients can flow through the sigmoid
+
+
 def _rate(r):
     return r.rate if hasattr(r, "rate") else (r[0] if isinstance(r, tuple) else r)
 
