@@ -72,16 +72,17 @@ class ShapleyPruner:
         if len(sentences) > self.max_units:
             raise ValueError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                              "passages or raise max_units (cost grows as M·n²)")
+        units = self.units(sentences, titles)
         first: dict[str, int] = {}
         duplicates = []
-        for i, sentence in enumerate(sentences):
-            j = first.setdefault(sentence.strip(), i)
+        for i, unit in enumerate(units):
+            j = first.setdefault(unit.strip(), i)
             if j != i:
                 duplicates.append((j, i))
         if duplicates:
             warnings.warn(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
                           "between copies (leave-one-out would give each ≈ 0)", stacklevel=2)
-        ctx = build_contexts([query], [self.units(sentences, titles)], self.embedder, self.config.features)[0]
+        ctx = build_contexts([query], [units], self.embedder, self.config.features)[0]
         if isinstance(self.model, PointwiseScorer):
             with torch.no_grad():
                 scores = self.model(ctx.units[None], ctx.query[None], None, ctx.extra[None])[0]
