@@ -31,7 +31,9 @@ GRIDS: dict[str, dict[str, tuple[str, dict]]] = {
     "units": {"best-sentence-units": ("best", dict(unit_repr="sentence")),
               "pointwise-sentence-units": ("pointwise", dict(unit_repr="sentence"))},
     "features": {"best-no-extra-features": ("best", dict(features=())),
-                 "pointwise-no-extra-features": ("pointwise", dict(features=()))},
+                 "pointwise-no-extra-features": ("pointwise", dict(features=()))}
+    | {f"{p}-no-extra-features-seed{seed}": (p, dict(features=(), seed=seed))
+       for p in ("best", "pointwise") for seed in (1, 2)},
     "permutations": {f"best-M{m}": ("best", dict(n_permutations=m)) for m in (4, 50)}
     | {"best-M20-antithetic": ("best", dict(antithetic=True))},
     "convex": {"best-convex": ("best", dict(model="convex", skip=False))},
@@ -99,6 +101,27 @@ def dataset_baselines(out: Path) -> None:
         writer.writerows(rows)
 
 
+def compare(out: Path, group_a: list[str], group_b: list[str], n_boot: int = 2000) -> dict:
+    """Paired comparison on the same test examples: per example, the mean AUC over the runs of each group
+    (e.g. seeds), then the bootstrap CI of the mean difference A − B, overall and by question type."""
+    from .metrics import aggregate
+
+    def per_example(names):
+        runs = [json.loads((out / "evals" / f"{n}.json").read_text())["per_example"] for n in names]
+        return {row["id"]: (sum(r[i]["auc"] for r in runs) / len(runs), row["type"]) for i, row in enumerate(runs[0])}
+    a, b = per_example(group_a), per_example(group_b)
+    if set(a) != set(b):
+        raise ValueError("the two groups were evaluated on different examples")
+    result = {}
+    for label in ["all", *sorted({t for _, t in a.values() if t})]:
+        ids = [i for i in a if label == "all" or a[i][1] == label]
+        agg = aggregate([a[i][0] - b[i][0] for i in ids], n_boot=n_boot, seed=0)
+        result[label] = {"mean_difference": agg.mean, "ci": [agg.ci_low, agg.ci_high], "n": agg.n_used}
+        print(f"{'+'.join(group_a)} − {'+'.join(group_b)} [{label}]: {agg.mean:+.4f} "
+              f"(95% CI {agg.ci_low:+.4f}, {agg.ci_high:+.4f}; n = {agg.n_used})")
+    return result
+
+
 def load_table(path: Path) -> dict[str, dict]:
     return {r["name"]: r for r in json.loads(path.read_text())} if path.is_file() else {}
 
@@ -115,10 +138,20 @@ def save_table(rows: dict[str, dict], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scp.ablate", description=__doc__.splitlines()[0])
-    parser.add_argument("grids", nargs="+", choices=sorted(GRIDS) + ["baselines", "dataset_baselines", "all"])
+    known = sorted(GRIDS) + ["baselines", "dataset_baselines", "all"]
+    parser.add_argument("grids", nargs="*", help=f"one or more of {known}")
+    parser.add_argument("--compare", nargs=2, metavar=("A,A2", "B,B2"),
+                        help="paired test-AUC difference of two groups of evaluated rows (comma-separated names)")
     parser.add_argument("--out", default="results/ablations", type=Path)
     parser.add_argument("--rerun", action="store_true", help="rerun rows already in the table")
     args = parser.parse_args(argv)
+    if args.compare:
+        group_a, group_b = (c.split(",") for c in args.compare)
+        name = f"compare_{group_a[0]}_vs_{group_b[0]}.json"
+        write_json(compare(args.out, group_a, group_b), args.out / name)
+        return 0
+    if not args.grids or set(args.grids) - set(known):
+        parser.error(f"name grids from {known} (unknown: {sorted(set(args.grids) - set(known))}) or use --compare")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = load_table(args.out / "ablations.json")
     grids = ["baselines", *GRIDS] if "all" in args.grids else args.grids
