@@ -59,7 +59,7 @@ def estimator(quick: bool = False, seed: int = 0) -> dict:
     net = DeepSetsValue().eval()
     units, query = torch.randn(contexts, n, 384), torch.randn(contexts, 384)
     rows = {}
-    with torch.no_grad():
+    with torch.inference_mode():
         t_fast = timed(lambda: deepsets_shapley(net, units, query, n_permutations=m, seed=seed), 2 if quick else 3)
         rows["fast path (batched, 32 contexts)"] = t_fast / contexts
         games = [ValueNetGame(net, units[i], query[i]) for i in range(slow_contexts)]

@@ -294,8 +294,9 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
             r = ranks[s:s + ctx_chunk, p:p + perm_chunk]
             members = (r[:, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, m, n+1, n)
             c, m = members.shape[:2]
-            prefix = (members.reshape(c, -1, n) @ g[s:s + ctx_chunk]).reshape(c, m, n + 1, -1)
-            pieces.append(net.rho_after_first(prefix + g0[s:s + ctx_chunk, None, None]))  # (c, m, n+1)
+            # g₀ + members @ g in one fused call (no extra pass over the prefix tensor)
+            prefix = torch.baddbmm(g0[s:s + ctx_chunk, None, :], members.reshape(c, -1, n), g[s:s + ctx_chunk])
+            pieces.append(net.rho_after_first(prefix.reshape(c, m, n + 1, -1)))  # (c, m, n+1)
         rows.append(torch.cat(pieces, dim=1))
     prefix_values = torch.cat(rows)
     marg_in_order = prefix_values.diff(dim=2)  # (b, M, n)
