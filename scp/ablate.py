@@ -134,6 +134,22 @@ def save_table(rows: dict[str, dict], out: Path) -> None:
         writer.writeheader()
         writer.writerows(rows.values())
     tmp.replace(out / "ablations.csv")
+    (out / "ablations.md").write_text(markdown_table(rows.values()))
+
+
+def markdown_table(rows) -> str:
+    """The ablation table for reading: 4-decimal AUCs, CI, R@0.5, AUC by question type, training time."""
+    def f(x, fmt="{:.4f}"):
+        return fmt.format(x) if isinstance(x, (int, float)) else "-"
+    lines = ["| run | params | train s | val AUC | test AUC [95% CI] | R@0.5 | bridge | comparison | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ci = f"[{f(r.get('test_auc_ci_low'), '{:.3f}')}, {f(r.get('test_auc_ci_high'), '{:.3f}')}]"
+        lines.append(f"| {r['name']} | {f(r.get('n_params'), '{:,}')} | {f(r.get('train_seconds'), '{:.0f}')} | "
+                     f"{f(r.get('best_val_auc'))} | {f(r.get('test_auc'))} {ci} | {f(r.get('test_recall@0.5'))} | "
+                     f"{f(r.get('bridge_auc'))} | {f(r.get('comparison_auc'))} | "
+                     f"{r.get('overrides', '')}{' ' + r['status'] + ': ' + r['reason'] if r.get('status') != 'ok' else ''} |")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
