@@ -24,7 +24,6 @@ import json
 import os
 import re
 import socket
-import tempfile
 import threading
 import time
 import uuid
@@ -37,6 +36,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from scp.errors import ModelUnavailableError
+from scp.io import atomic_open
 from scp.text import word_tokens
 
 T = TypeVar("T")
@@ -574,19 +574,10 @@ class EmbeddingCache:
         self._shards = [merged]
 
     def _write_shard(self, keys: np.ndarray, vectors: np.ndarray) -> Path:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, id=np.array(self.embedder_id), keys=keys, vectors=vectors,
-                         checksum=np.array(self._checksum(keys, vectors)))
-                f.flush()
-                os.fsync(f.fileno())
-            path = self.directory / f"shard-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.npz"
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        path = self.directory / f"shard-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.npz"
+        with atomic_open(path) as f:
+            np.savez(f, id=np.array(self.embedder_id), keys=keys, vectors=vectors,
+                     checksum=np.array(self._checksum(keys, vectors)))
         return path
 
 

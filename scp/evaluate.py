@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 import time
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -23,6 +21,7 @@ import torch
 from .baselines import Ranker, get_ranker
 from .errors import ModelUnavailableError
 from .features import build_contexts, collate
+from .io import atomic_open
 from .metrics import aggregate, pairwise_auc, recall_at_keep
 from .prune import regex_tokens, select
 
@@ -165,18 +164,8 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
 
 def write_json(obj, path) -> None:
     """Atomic JSON write (temporary file + rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, default=_json_default)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be read
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, indent=1, default=_json_default)
 
 
 def _json_default(x):

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .games import Game, all_coalitions
+from .games import Game
 
 MAX_PLAYERS = 20
 """Default limit on n for everything that enumerates all 2^n coalitions."""

@@ -13,7 +13,6 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 from torch import nn
 
 from .features import Context, check_features, collate, contexts_from_examples
+from .io import atomic_open
 from .metrics import aggregate, pairwise_auc
 from .shapley import deepsets_shapley
 from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, mlp
@@ -175,21 +175,9 @@ def has_pairs(context: Context) -> bool:
 # --------------------------------------------------------------------------------------------- checkpoints
 
 def atomic_save(obj, path: str | os.PathLike) -> None:
-    """torch.save to a temporary file in the same folder, then rename: never a half-written checkpoint."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """torch.save through :func:`scp.io.atomic_open`: never a half-written checkpoint."""
+    with atomic_open(path) as f:
+        torch.save(obj, f)
 
 
 def ids_hash(ids: Sequence[str]) -> str:
