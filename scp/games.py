@@ -8,7 +8,6 @@ A transferable-utility game on players N = {0..n-1} is a set function v: 2^N →
 from __future__ import annotations
 
 import abc
-import itertools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -240,8 +239,3 @@ def _check_n(n: int) -> None:
     if n < 1:
         raise ValueError(f"a game needs at least one player; got n = {n}")
 
-
-def coalitions_of_size(n_players: int, size: int) -> np.ndarray:
-    """All coalitions of a given size as a boolean matrix (small n only)."""
-    rows = [np.isin(np.arange(n_players), c) for c in itertools.combinations(range(n_players), size)]
-    return np.array(rows, dtype=bool).reshape(-1, n_players)
