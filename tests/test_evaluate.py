@@ -58,7 +58,10 @@ def test_cli_accepts_a_file_in_the_original_layout(tmp_path, data_dir):
     assert "bm25 on hotpotqa/all" in proc.stdout and json.loads(out.read_text())["n_examples"] == 12
     bad = subprocess.run([sys.executable, "-m", "scp", "eval", "--dataset", "hotpotqa", "--method", "scp",
                           "--data", str(small)], capture_output=True, text=True, timeout=300)
-    assert bad.returncode != 0 and "checkpoint" in bad.stderr
+    assert bad.returncode == 2 and "checkpoint" in bad.stderr and "Traceback" not in bad.stderr
+    missing = subprocess.run([sys.executable, "-m", "scp", "eval", "--dataset", "hotpotqa", "--method", "bm25",
+                              "--data", str(tmp_path / "nope.jsonl")], capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "neither a data file" in missing.stderr
 
 
 def test_unknown_method_is_a_clear_error(data_dir):
