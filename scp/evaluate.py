@@ -21,9 +21,12 @@ import torch
 from .baselines import Ranker, get_ranker
 from .errors import ModelUnavailableError
 from .features import build_contexts, collate
+from .games import ValueNetGame
 from .io import atomic_open
 from .metrics import aggregate, pairwise_auc, recall_at_keep
 from .prune import regex_tokens, select
+from .shapley import deepsets_shapley, leave_one_out
+from .train import DATASET_KWARGS, PointwiseScorer, load_checkpoint
 
 METHODS = ("random", "bm25", "cosine", "cross-encoder", "llmlingua2", "provence", "scp", "scp-loo")
 
@@ -40,10 +43,6 @@ class SCPRanker(Ranker):
         return self.score_many([query], [units])[0]
 
     def score_many(self, queries: Sequence[str], units_list: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        from .shapley import deepsets_shapley, leave_one_out
-        from .games import ValueNetGame
-        from .train import PointwiseScorer
-
         p = self.pruner
         contexts = build_contexts(list(queries), [list(u) for u in units_list], p.embedder, p.config.features)
         model, out = p.model.eval(), []
@@ -137,7 +136,6 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
              out: str | None = None, n_permutations: int = 50, seed: int = 0, cache_dir=None) -> dict:
     """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``."""
     from .data import load_dataset, split_examples
-    from .train import DATASET_KWARGS
 
     examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
     if split not in (None, "all"):
@@ -146,8 +144,6 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
     if units is None:
         units = "sentence"
         if checkpoint and method in ("scp", "scp-loo"):
-            from .train import load_checkpoint
-
             units = load_checkpoint(checkpoint)[1].unit_repr
     with_title = units == "title"
     try:

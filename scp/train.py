@@ -21,12 +21,13 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from .features import Context, check_features, collate, contexts_from_examples
 from .io import atomic_open
 from .metrics import aggregate, pairwise_auc
 from .shapley import deepsets_shapley
-from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, mlp
+from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, check_inputs, mlp
 
 MODELS = ("deepsets", "convex", "pointwise")
 EMBEDDERS = ("minilm", "glove", "wordllama", "random", "bert-base")
@@ -128,8 +129,6 @@ class PointwiseScorer(SetValueNet):
         self.scorer = mlp([self.psi_in, hidden, hidden, 1], dropout)
 
     def forward(self, units, query, mask=None, extra=None):
-        from .value_net import check_inputs
-
         check_inputs(units, query, mask, extra, self.embed_dim, self.n_extra)
         return self.scorer(self.psi_input(units, query, extra)).squeeze(-1)
 
@@ -275,7 +274,6 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         torch.set_rng_state(state["torch_rng"])
         history, best_auc, start_epoch, seconds = state["history"], state["best_val_auc"], state["epoch"], state["seconds"]
     end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, start_epoch + stop_after_epochs)
-    from tqdm.auto import tqdm
 
     for epoch in range(start_epoch, end_epoch):
         t0 = time.perf_counter()
