@@ -10,6 +10,7 @@ How a unit reads ("Title: sentence" or the bare sentence) is chosen by the calle
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -108,8 +109,8 @@ class Batch:
     labels: torch.Tensor  # (b, n); 0 on padding
 
 
-def collate(contexts: Sequence[Context]) -> Batch:
-    """Pad contexts to the longest one; padding is masked out and labelled 0."""
+def collate(contexts: Sequence[Context], device: str | torch.device | None = None) -> Batch:
+    """Pad contexts to the longest one (padding masked out, labelled 0), on ``device`` (default CPU)."""
     b, n = len(contexts), max(c.n_units for c in contexts)
     d, e = contexts[0].units.shape[1], contexts[0].extra.shape[1]
     units, extra = torch.zeros(b, n, d), torch.zeros(b, n, e)
@@ -118,4 +119,5 @@ def collate(contexts: Sequence[Context]) -> Batch:
         units[i, :c.n_units], extra[i, :c.n_units], mask[i, :c.n_units] = c.units, c.extra, True
         if c.labels is not None:
             labels[i, :c.n_units] = c.labels
-    return Batch(units, torch.stack([c.query for c in contexts]), extra, mask, labels)
+    batch = Batch(units, torch.stack([c.query for c in contexts]), extra, mask, labels)
+    return batch if device is None else Batch(*(t.to(device) for t in dataclasses.astuple(batch)))

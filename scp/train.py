@@ -212,6 +212,11 @@ class TrainResult:
     seconds: float = 0.0
 
 
+def default_device() -> torch.device:
+    """CUDA when present, else CPU (results do not depend on it beyond floating-point rounding)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def evaluate_auc(model: nn.Module, contexts: Sequence[Context], config: TrainConfig, batch_size: int = 32) -> dict:
     """Mean per-context pairwise AUC (bootstrap CI) of the model's unit scores, fixed evaluation seed."""
     was_training = model.training
@@ -220,7 +225,8 @@ def evaluate_auc(model: nn.Module, contexts: Sequence[Context], config: TrainCon
     with torch.no_grad():
         for s in range(0, len(contexts), batch_size):
             chunk = contexts[s:s + batch_size]
-            scores = unit_scores(model, collate(chunk), config.eval_permutations, config.antithetic, config.seed)
+            batch = collate(chunk, next(model.parameters()).device)
+            scores = unit_scores(model, batch, config.eval_permutations, config.antithetic, config.seed).cpu()
             aucs += [pairwise_auc(scores[i, :c.n_units].numpy(), c.labels.numpy()) for i, c in enumerate(chunk)]
     model.train(was_training)
     agg = aggregate(aucs, n_boot=200, seed=0)
@@ -239,11 +245,12 @@ def cosine_schedule(total_steps: int, warmup: float):
 
 def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: Sequence[Context], out_dir,
           embedder_id: str, resume: bool = False, progress: bool = True, stop_after_epochs: int | None = None,
-          data_ids: Sequence[str] | None = None) -> TrainResult:
+          data_ids: Sequence[str] | None = None, device: str | torch.device | None = None) -> TrainResult:
     """Train on precomputed contexts; writes ``last.pt`` (full state, every epoch) and ``best.pt``.
 
     ``resume`` continues from ``out_dir/last.pt`` and reaches the same weights as an uninterrupted run.
     ``stop_after_epochs`` ends the call early (as an interruption would) without changing the schedule.
+    ``device`` defaults to CUDA when present; permutations are always drawn on the CPU generator.
     """
     out_dir = Path(out_dir)
     train_contexts = [c for c in train_contexts if has_pairs(c)]
@@ -254,7 +261,8 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         raise ValueError("no validation context has both a positive and a negative unit")
     embed_dim = train_contexts[0].units.shape[1]
     torch.manual_seed(config.seed)
-    model = build_model(config, embed_dim)
+    device = torch.device(device) if device is not None else default_device()
+    model = build_model(config, embed_dim).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_contexts) / config.batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(config.epochs * steps_per_epoch, config.warmup))
@@ -272,6 +280,8 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
         history, best_auc, start_epoch, seconds = state["history"], state["best_val_auc"], state["epoch"], state["seconds"]
     end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, start_epoch + stop_after_epochs)
 
@@ -283,7 +293,7 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress, leave=False)
         for step in bar:
             chunk = [train_contexts[i] for i in order[step * config.batch_size:(step + 1) * config.batch_size]]
-            batch = collate(chunk)
+            batch = collate(chunk, device)
             seed = (config.seed * 1_000_003 + epoch * steps_per_epoch + step) % (2**63)
             scores = unit_scores(model, batch, config.n_permutations, config.antithetic, seed)
             loss = pairwise_margin_loss(scores, batch.labels, batch.mask, config.margin)
@@ -307,7 +317,8 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
             atomic_save({**meta, "weights": model.state_dict(), "val_metrics": val, "epoch": epoch + 1,
                          "history": history}, best_path)
         atomic_save({**meta, "weights": model.state_dict(), "optimizer": opt.state_dict(),
-                     "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "epoch": epoch + 1,
+                     "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
+                     "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, "epoch": epoch + 1,
                      "history": history, "best_val_auc": best_auc, "seconds": seconds, "val_metrics": val}, last_path)
     return TrainResult(best_path, last_path, best_auc, history, seconds)
 
