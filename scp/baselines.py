@@ -21,6 +21,7 @@ from scp.embed import (
     default_device,
     get_embedder,
     l2_normalize,
+    load_hf_model,
     load_hub_model,
     require_package,
 )
@@ -223,14 +224,8 @@ class LLMLingua2Ranker(Ranker):
 
     def _load(self) -> tuple[Any, Any]:
         if self._loaded is None:
-            from transformers import AutoModelForTokenClassification, AutoTokenizer
-
-            def load(local: bool) -> tuple[Any, Any]:
-                tokenizer = AutoTokenizer.from_pretrained(self.model_name, local_files_only=local)
-                model = AutoModelForTokenClassification.from_pretrained(self.model_name, local_files_only=local)
-                return tokenizer, model.to(self.device or default_device()).eval()
-
-            self._loaded = load_hub_model(self.model_name, load, "LLMLingua-2 model")
+            self._loaded = load_hf_model(self.model_name, "AutoModelForTokenClassification",
+                                         self.device or default_device(), "LLMLingua-2 model")
         return self._loaded
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
@@ -264,14 +259,8 @@ class ProvenceRanker(Ranker):
 
     def _load(self) -> tuple[Any, Any]:
         if self._loaded is None:
-            from transformers import AutoModel, AutoTokenizer
-
-            def load(local: bool) -> tuple[Any, Any]:
-                tokenizer = AutoTokenizer.from_pretrained(self.model_name, local_files_only=local)
-                model = AutoModel.from_pretrained(self.model_name, trust_remote_code=True, local_files_only=local)
-                return tokenizer, model.to(self.device or default_device()).eval()
-
-            self._loaded = load_hub_model(self.model_name, load, "Provence model")
+            self._loaded = load_hf_model(self.model_name, "AutoModel", self.device or default_device(),
+                                         "Provence model", trust_remote_code=True)
         return self._loaded
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:

@@ -101,6 +101,19 @@ def load_hub_model(repo_id: str, load: Callable[[bool], T], what: str) -> T:
         raise ModelUnavailableError(f"{what} '{repo_id}' could not be loaded from the hub: {error}") from error
 
 
+def load_hf_model(repo_id: str, model_class: str, device: str, what: str, **kwargs: Any) -> tuple[Any, Any]:
+    """(tokenizer, model in eval mode on ``device``) for a transformers ``model_class`` (e.g. "AutoModel"),
+    through :func:`load_hub_model` (local cache first, hub only when reachable)."""
+    import transformers
+
+    def load(local: bool) -> tuple[Any, Any]:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(repo_id, local_files_only=local)
+        model = getattr(transformers, model_class).from_pretrained(repo_id, local_files_only=local, **kwargs)
+        return tokenizer, model.to(device).eval()
+
+    return load_hub_model(repo_id, load, what)
+
+
 def require_package(module: str, pip_name: str, purpose: str) -> Path:
     """The installed package directory of ``module``, or ``ModelUnavailableError`` naming ``pip_name``."""
     spec = importlib.util.find_spec(module)
@@ -413,14 +426,7 @@ class TransformerMeanEmbedder(Embedder):
 
     def _load(self) -> tuple[Any, Any]:
         if self._loaded is None:
-            from transformers import AutoModel, AutoTokenizer
-
-            def load(local_only: bool) -> tuple[Any, Any]:
-                tokenizer = AutoTokenizer.from_pretrained(self.model_name, local_files_only=local_only)
-                model = AutoModel.from_pretrained(self.model_name, local_files_only=local_only)
-                return tokenizer, model.to(self.device).eval()
-
-            self._loaded = load_hub_model(self.model_name, load, "transformers model")
+            self._loaded = load_hf_model(self.model_name, "AutoModel", self.device, "transformers model")
         return self._loaded
 
     @property
