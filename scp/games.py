@@ -203,9 +203,10 @@ class ValueNetGame(Game):
 
         from .value_net import check_inputs
 
-        units_t = torch.as_tensor(units)
-        query_t = torch.as_tensor(query)
-        extra_t = None if extra is None else torch.as_tensor(extra)
+        dtype = next(net.parameters()).dtype  # numpy float64 inputs meet a float32 network in its own dtype
+        units_t = torch.as_tensor(units, dtype=dtype)
+        query_t = torch.as_tensor(query, dtype=dtype)
+        extra_t = None if extra is None else torch.as_tensor(extra, dtype=dtype)
         check_inputs(units_t[None], query_t[None], None, None if extra_t is None else extra_t[None])
         self.net, self.units, self.query, self.extra = net, units_t, query_t, extra_t
         self.n_players, self.batch_size, self.cache_psi = units_t.shape[0], batch_size, cache_psi

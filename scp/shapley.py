@@ -15,8 +15,10 @@ P_i^π the players before i in a uniform random permutation π.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -28,7 +30,14 @@ DEFAULT_EXACT_LIMIT = 16
 
 @dataclass
 class ShapleyResult:
-    """Estimated Shapley values of one game, with the budget spent and how they were obtained."""
+    """Estimated Shapley values of one game, with the budget spent and how they were obtained.
+
+    ``n_evaluations`` is the budget in one convention for every estimator: the number of coalition values
+    v(S) actually computed for this game (a coalition valued twice counts twice; ∅ and N count once each).
+    Exact: 2^n.  Leave-one-out: n + 1.  Monte Carlo with M permutations, on either path: M·(n − 1) + 2 (every
+    permutation's n − 1 interior prefixes, plus ∅ and N shared by all).  ``seed`` is the seed the permutations
+    were drawn from (for a context scored through :func:`derive_seed`, the derived one).
+    """
 
     values: np.ndarray
     n_evaluations: int
@@ -56,21 +65,21 @@ class BatchShapley:
     n_units: torch.Tensor  # (b,)
     n_permutations: int
     antithetic: bool
-    seed: int
+    seeds: tuple[int, ...]  # the seed each context's permutations were drawn from
     grand_values: torch.Tensor  # v(N) per context
     empty_values: torch.Tensor  # v(∅) per context
 
     @property
     def n_evaluations(self) -> torch.Tensor:
-        """Prefix coalitions valued per context: M·(n_b + 1)."""
-        return self.n_permutations * (self.n_units + 1)
+        """Coalitions valued per context (see :class:`ShapleyResult`): M·(n_b − 1) + 2."""
+        return self.n_permutations * (self.n_units - 1) + 2
 
     def result(self, i: int) -> ShapleyResult:
         n = int(self.n_units[i])
         return ShapleyResult(
             values=self.values[i, :n].detach().double().cpu().numpy(),
             std_errors=self.std_errors[i, :n].double().cpu().numpy(),
-            n_evaluations=int(self.n_evaluations[i]), method="monte_carlo[deepsets-fast]", seed=self.seed,
+            n_evaluations=int(self.n_evaluations[i]), method="monte_carlo[deepsets-fast]", seed=self.seeds[i],
             n_permutations=self.n_permutations,
             metadata={"antithetic": self.antithetic, "v_grand": float(self.grand_values[i]),
                       "v_empty": float(self.empty_values[i])})
@@ -83,6 +92,16 @@ def resolve_seed(seed: int | None) -> int:
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer or None; got {seed!r}")
     return int(seed)
+
+
+def derive_seed(seed: int, key: str) -> int:
+    """A per-context seed from a run seed and a key naming the context (e.g. a hash of its text).
+
+    Drawing each context's permutations from its own seed makes its Shapley estimate independent of which
+    other contexts share its batch, of their order, and of the padding width.
+    """
+    digest = hashlib.sha256(f"{resolve_seed(seed)}\0{key}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "little") % (2**63)
 
 
 def _check_permutation_count(n_permutations: int, antithetic: bool) -> None:
@@ -120,15 +139,49 @@ def _std_errors(marginals: np.ndarray | torch.Tensor, antithetic: bool):
     return marginals.std(axis=-2, ddof=1) / math.sqrt(m)
 
 
+# ------------------------------------------------------------------------------------------ game boundary
+
+def check_game(game) -> int:
+    """The number of players of ``game``, after checking it is a game (a callable with ``n_players`` ≥ 1)."""
+    if not callable(game):
+        raise TypeError(f"a game must be callable on a (k × n) boolean coalition matrix; got {type(game).__name__}")
+    n = getattr(game, "n_players", None)
+    if n is None:
+        raise TypeError(f"{_name(game)} has no n_players: wrap a plain function as "
+                        "scp.games.FunctionGame(fn, n_players)")
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"{_name(game)} has n_players = {n!r}: a game needs at least one player")
+    return int(n)
+
+
+def _name(game) -> str:
+    return getattr(game, "__name__", None) or type(game).__name__
+
+
+def evaluate_game(game, coalitions: np.ndarray) -> np.ndarray:
+    """v of each row of ``coalitions`` as float64, refusing NaN or ±inf values (they would poison every φ_i)."""
+    values = np.asarray(game(coalitions), dtype=np.float64).reshape(-1)
+    if values.shape[0] != coalitions.shape[0]:
+        raise ValueError(f"{_name(game)} returned {values.shape[0]} values for {coalitions.shape[0]} coalitions")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        raise ValueError(f"{_name(game)} returned non-finite values (NaN or inf) for {int(bad.sum())} of "
+                         f"{len(values)} coalitions (first: players {np.flatnonzero(coalitions[first]).tolist()} "
+                         f"-> {values[first]}); Shapley values of such a game are undefined")
+    return values
+
+
 # ---------------------------------------------------------------------------------------------------- exact
 
 def exact(game: Game, max_players: int = DEFAULT_EXACT_LIMIT, batch_size: int = 1 << 14) -> ShapleyResult:
     """Exact Shapley values by enumerating all 2^n coalitions (refused above ``max_players``)."""
-    n = game.n_players
+    n = check_game(game)
     if n > max_players:
         raise ValueError(f"exact Shapley needs 2^n = 2^{n} evaluations; n = {n} exceeds max_players = {max_players} "
                          f"(raise max_players or use monte_carlo)")
-    table = np.concatenate([game(all_coalitions(n)[s:s + batch_size]) for s in range(0, 2**n, batch_size)])
+    table = np.concatenate([evaluate_game(game, all_coalitions(n)[s:s + batch_size])
+                            for s in range(0, 2**n, batch_size)])
     return ShapleyResult(values=shapley_from_table(table), n_evaluations=2**n, method="exact",
                          std_errors=np.zeros(n))
 
@@ -151,9 +204,9 @@ def shapley_from_table(table: np.ndarray) -> np.ndarray:
 
 def leave_one_out(game: Game) -> ShapleyResult:
     """φ_i^LOO = v(N) − v(N∖{i})."""
-    n = game.n_players
+    n = check_game(game)
     coalitions = np.vstack([np.ones((1, n), dtype=bool), ~np.eye(n, dtype=bool)])
-    values = game(coalitions)
+    values = evaluate_game(game, coalitions)
     return ShapleyResult(values=values[0] - values[1:], n_evaluations=n + 1, method="leave_one_out")
 
 
@@ -171,7 +224,7 @@ def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, 
     if path not in ("auto", "generic", "fast"):
         raise ValueError(f"path must be 'auto', 'generic' or 'fast'; got {path!r}")
     seed = resolve_seed(seed)
-    n = game.n_players
+    n = check_game(game)
     if permutations is None:
         permutations = sample_permutations(n, n_permutations, seed, antithetic)
     else:
@@ -200,7 +253,7 @@ def _monte_carlo_generic(game: Game, perms: np.ndarray, antithetic: bool, seed: 
     ranks = np.argsort(perms, axis=1)  # position of each player in each permutation
     t = np.arange(1, n)
     interior = ranks[:, None, :] < t[None, :, None]  # (M, n-1, n)
-    values = game(np.vstack([np.zeros((1, n), bool), np.ones((1, n), bool), interior.reshape(-1, n)]))
+    values = evaluate_game(game, np.vstack([np.zeros((1, n), bool), np.ones((1, n), bool), interior.reshape(-1, n)]))
     v_empty, v_grand = values[0], values[1]
     prefix = np.concatenate([np.full((m, 1), v_empty), values[2:].reshape(m, n - 1), np.full((m, 1), v_grand)], 1)
     marg_in_order = np.diff(prefix, axis=1)  # (M, n): marginal of the t-th player of each permutation
@@ -216,9 +269,10 @@ def _monte_carlo_valuenet(game: ValueNetGame, perms: np.ndarray, antithetic: boo
     game.net.eval()
     try:
         with torch.no_grad():
+            units, query, extra = game.units, game.query, game.extra
             batch = deepsets_shapley(
-                game.net.to(dev), game.units[None].to(dev), game.query[None].to(dev),
-                extra=None if game.extra is None else game.extra[None].to(dev),
+                game.net.to(dev), units[None].to(dev), query[None].to(dev),
+                extra=None if extra is None else extra[None].to(dev),
                 n_permutations=perms.shape[0], antithetic=antithetic, seed=seed,
                 permutations=torch.as_tensor(perms, device=dev)[None])
     finally:
@@ -226,34 +280,33 @@ def _monte_carlo_valuenet(game: ValueNetGame, perms: np.ndarray, antithetic: boo
     return batch.result(0)
 
 
-def random_permutations(mask: torch.Tensor, n_permutations: int, antithetic: bool,
-                        generator: torch.Generator) -> torch.Tensor:
-    """(b, M, n) permutations of each row's valid units (mask True) followed by its padding.
-
-    Random keys sort valid units uniformly; padded units get +inf keys and stay last.  Antithetic rows
-    negate the valid keys, which reverses the valid order.
-    """
-    b, n = mask.shape
-    m = n_permutations // 2 if antithetic else n_permutations
-    keys = torch.rand((b, m, n), generator=generator).to(mask.device)
-    if antithetic:
-        keys = torch.stack([keys, -keys], dim=2).reshape(b, n_permutations, n)
-    keys = keys.masked_fill(~mask[:, None, :], float("inf"))
-    return keys.argsort(dim=-1)
+def padded_permutations(n_units: Sequence[int], width: int, n_permutations: int, antithetic: bool,
+                        seeds: Sequence[int]) -> torch.Tensor:
+    """(b, M, width) permutations: row i holds :func:`sample_permutations` (n_i, M, seeds[i]) of its valid
+    units, followed by its padding positions in order.  Each row depends only on its own n_i and seed."""
+    out = np.empty((len(n_units), n_permutations, width), dtype=np.int64)
+    for i, (n, seed) in enumerate(zip(n_units, seeds)):
+        out[i, :, :n] = sample_permutations(n, n_permutations, seed, antithetic)
+        out[i, :, n:] = np.arange(n, width)
+    return torch.from_numpy(out)
 
 
 def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None,
                      extra: torch.Tensor | None = None, n_permutations: int = 50, antithetic: bool = False,
-                     seed: int | None = None, permutations: torch.Tensor | None = None,
+                     seed: int | Sequence[int] | None = None, permutations: torch.Tensor | None = None,
                      chunk_elements: int = 1 << 23) -> BatchShapley:
     """Batched Monte-Carlo Shapley values of Deep Sets value networks over padded contexts.
 
     With g_c = W₁ψ(x_c) and g₀ = W₁·base + b₁, the first ρ layer of prefix P_t^π is g₀ + Σ_{s≤t} g_{π(s)}:
-    one batched product of the 0/1 prefix-membership matrices (M·(n+1) × n) with g gives all prefixes (a
-    GEMM, cheaper in memory traffic than gather + cumulative sum), one call of the rest of ρ values them, and
-    differences give the marginals, scattered back to players.  Gradients flow to ψ and ρ.
-    ``mask`` (b, n) marks valid units (padding False).  ``chunk_elements`` bounds the floats held per ρ call
-    (contexts and permutations are chunked), so long contexts cost time, not memory.
+    one batched product of the 0/1 prefix-membership matrices (M·(n−1) × n) with g gives all interior
+    prefixes (a GEMM, cheaper in memory traffic than gather + cumulative sum); ∅ and N are valued once per
+    context; one call of the rest of ρ values them, and differences give the marginals, scattered back to
+    players.  Gradients flow to ψ and ρ.  ``mask`` (b, n) marks valid units (padding False).
+
+    ``seed`` is one seed for every context or one per context; context i's permutations are drawn from its
+    seed and its own length only (:func:`padded_permutations`), so its values do not depend on the batch it
+    is in, and equal :func:`monte_carlo` on its game with the same seed.  ``chunk_elements`` bounds the
+    floats held per ρ call (contexts and permutations are chunked), so long contexts cost time, not memory.
     """
     b, n, _ = units.shape
     mask = torch.ones(b, n, dtype=torch.bool, device=units.device) if mask is None else mask.to(torch.bool)
@@ -265,11 +318,15 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
         raise ValueError(f"empty context: batch rows {torch.nonzero(n_units == 0).flatten().tolist()} have no valid unit")
     if (mask.long().diff(dim=1) > 0).any():
         raise ValueError("mask must be a padding mask: valid units first, padding after (no gaps)")
-    seed = resolve_seed(seed)
+    if seed is None or isinstance(seed, (int, np.integer)):
+        seeds = (resolve_seed(seed),) * b
+    else:
+        seeds = tuple(resolve_seed(s) for s in seed)
+        if len(seeds) != b:
+            raise ValueError(f"got {len(seeds)} seeds for a batch of {b} contexts")
     if permutations is None:
         _check_permutation_count(n_permutations, antithetic)
-        gen = torch.Generator().manual_seed(seed)
-        permutations = random_permutations(mask, n_permutations, antithetic, gen)
+        permutations = padded_permutations(n_units.tolist(), n, n_permutations, antithetic, seeds).to(units.device)
     else:
         if permutations.ndim != 3 or permutations.shape[0] != b or permutations.shape[2] != n:
             raise ValueError(f"permutations must be (batch, M, n) = ({b}, M, {n}); got {tuple(permutations.shape)}")
@@ -280,11 +337,12 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
     first_w, first_b = net.rho_first_layer()
     g = (h @ first_w.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
     g0 = base @ first_w.T + first_b  # (b, H)
-    # prefix t of permutation π holds the players of rank < t: a 0/1 matrix times g gives all prefix sums.
-    # Work in chunks of contexts × permutations so memory stays near ``chunk_elements`` floats.
+    v_empty, v_grand = net.rho_after_first(g0), net.rho_after_first(g0 + g.sum(1))  # (b,)
+    # interior prefix t (1 ≤ t ≤ n−1) of permutation π holds the players of rank < t: a 0/1 matrix times g
+    # gives all of them.  Chunks of contexts × permutations keep memory near ``chunk_elements`` floats.
     ranks = permutations.argsort(dim=-1)
-    steps = torch.arange(n + 1, device=units.device)
-    per_pair = (n + 1) * (n + g.shape[-1])
+    steps = torch.arange(1, n, device=units.device)
+    per_pair = max(1, n - 1) * (n + g.shape[-1])
     perm_chunk = max(1, min(n_permutations, chunk_elements // per_pair))
     ctx_chunk = max(1, chunk_elements // (per_pair * n_permutations)) if perm_chunk == n_permutations else 1
     rows = []
@@ -292,19 +350,25 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
         pieces = []
         for p in range(0, n_permutations, perm_chunk):
             r = ranks[s:s + ctx_chunk, p:p + perm_chunk]
-            members = (r[:, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, m, n+1, n)
+            members = (r[:, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, m, n−1, n)
             c, m = members.shape[:2]
             # g₀ + members @ g in one fused call (no extra pass over the prefix tensor)
             prefix = torch.baddbmm(g0[s:s + ctx_chunk, None, :], members.reshape(c, -1, n), g[s:s + ctx_chunk])
-            pieces.append(net.rho_after_first(prefix.reshape(c, m, n + 1, -1)))  # (c, m, n+1)
+            pieces.append(net.rho_after_first(prefix.reshape(c, m, n - 1, g.shape[-1])))  # (c, m, n−1)
         rows.append(torch.cat(pieces, dim=1))
-    prefix_values = torch.cat(rows)
+    interior = torch.cat(rows)
+    prefix_values = torch.cat([v_empty[:, None, None].expand(b, n_permutations, 1), interior,
+                               v_grand[:, None, None].expand(b, n_permutations, 1)], dim=2)  # (b, M, n+1)
+    # a context of n_i < n units is whole from step n_i on: value those prefixes as N itself, so its marginals
+    # telescope to exactly v(N) − v(∅) and its padding gets exactly 0
+    whole = torch.arange(n + 1, device=units.device)[None, :] >= n_units[:, None]  # (b, n+1)
+    prefix_values = torch.where(whole[:, None, :], v_grand[:, None, None], prefix_values)
     marg_in_order = prefix_values.diff(dim=2)  # (b, M, n)
     marginals = torch.zeros_like(marg_in_order).scatter(2, permutations, marg_in_order)
     phi = marginals.mean(1)
     return BatchShapley(values=phi, std_errors=_std_errors(marginals.detach(), antithetic), n_units=n_units,
-                        n_permutations=n_permutations, antithetic=antithetic, seed=seed,
-                        grand_values=prefix_values[:, 0, -1].detach(), empty_values=prefix_values[:, 0, 0].detach())
+                        n_permutations=n_permutations, antithetic=antithetic, seeds=seeds,
+                        grand_values=v_grand.detach(), empty_values=v_empty.detach())
 
 
 def naive_monte_carlo(game: Game, n_permutations: int, seed: int | None = None) -> ShapleyResult:

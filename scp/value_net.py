@@ -99,6 +99,10 @@ class SetValueNet(nn.Module):
             base = self.psi(query)
         else:
             base = h.new_zeros(h.shape[0], h.shape[-1])
+        if not (torch.isfinite(h).all() and torch.isfinite(base).all()):
+            scale = max(units.detach().abs().max().item(), query.detach().abs().max().item())
+            raise ValueError(f"the value network overflowed: ψ is not finite for inputs of magnitude up to {scale:.3g} "
+                             f"in {h.dtype}; embeddings must be on the scale the network was trained on (e.g. unit norm)")
         return h, base
 
     def squash(self, logits: torch.Tensor) -> torch.Tensor:

@@ -186,3 +186,45 @@ def test_bad_inputs():
     # n = 1 works everywhere
     one = AdditiveGame([2.0])
     assert exact(one).values[0] == 2.0 and monte_carlo(one, 3).values[0] == 2.0 and leave_one_out(one).values[0] == 2.0
+
+
+class CountingGame:
+    """Wraps a game and counts the coalitions it is asked to value (shapiq's access counter)."""
+
+    def __init__(self, game):
+        self.game, self.n_players, self.count = game, game.n_players, 0
+
+    def __call__(self, coalitions):
+        self.count += len(coalitions)
+        return self.game(coalitions)
+
+
+@pytest.mark.parametrize("method, kwargs", [("exact", {}), ("loo", {}),
+                                            ("monte_carlo", dict(n_permutations=13, seed=0)),
+                                            ("monte_carlo", dict(n_permutations=14, antithetic=True, seed=0))])
+def test_n_evaluations_counts_real_game_evaluations(method, kwargs):
+    game = CountingGame(TableGame.random(6, seed=1))
+    res = estimate(game, method, **kwargs)
+    assert res.n_evaluations == game.count
+    assert np.isfinite(res.values).all()  # a plain callable with n_players is a game
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("method", ["exact", "monte_carlo", "loo"])
+def test_non_finite_game_values_are_an_error(bad, method):
+    # v(S) = |S| except one coalition (bitmask 5; for LOO, the grand coalition) that is NaN or ±inf
+    target = 15 if method == "loo" else 5
+    game = FunctionGame(lambda C: np.where(C.astype(np.int64) @ (1 << np.arange(4)) == target, bad, C.sum(1) * 1.0), 4)
+    kwargs = {"n_permutations": 40, "seed": 0} if method == "monte_carlo" else {}
+    with pytest.raises(ValueError, match=r"FunctionGame returned non-finite values \(NaN or inf\) for \d+ of \d+"):
+        estimate(game, method, **kwargs)
+
+
+def test_games_that_are_not_games_get_a_clear_error():
+    with pytest.raises(TypeError, match="FunctionGame"):
+        monte_carlo(lambda C: C.sum(1), 10)
+    zero = FunctionGame.__new__(FunctionGame)
+    zero.fn, zero.n_players = (lambda C: np.zeros(len(C))), 0
+    for method in ("exact", "monte_carlo", "loo"):
+        with pytest.raises(ValueError, match="at least one player"):
+            estimate(zero, method)

@@ -64,7 +64,7 @@ def test_fast_path_batched_with_padding_matches_single_contexts():
         # and converges to the exact values
         phi = exact(game).values
         assert np.abs(batch.values[b, :n].detach().numpy() - phi).max() < 4 * batch.std_errors[b, :n].max().item() + 1e-4
-    assert batch.n_evaluations.tolist() == [64 * (n + 1) for n in lengths]
+    assert batch.n_evaluations.tolist() == [64 * (n - 1) + 2 for n in lengths]
 
 
 def test_psi_caching_game_equals_full_forward_game():
@@ -187,3 +187,45 @@ def test_bad_inputs_give_clear_errors():
     # one sentence works
     one = deepsets_shapley(net.eval(), u[:, :1], q, n_permutations=3, seed=0)
     assert one.values.shape == (1, 1)
+
+
+def test_scores_do_not_depend_on_batch_composition():
+    """A context's permutations come from its own seed and length: alone, in any batch, at any position and
+    padding width, and through monte_carlo on its game, it gets the same values."""
+    torch.manual_seed(4)
+    net = DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product").eval()
+    units, query = torch.randn(4, 9, 8), torch.randn(4, 8)
+    lengths = [6, 9, 4, 6]
+    mask = torch.arange(9)[None] < torch.tensor(lengths)[:, None]
+    seeds = [11, 12, 13, 14]
+    batch = deepsets_shapley(net, units, query, mask, n_permutations=10, seed=seeds).values
+    alone = deepsets_shapley(net, units[:1, :6], query[:1], n_permutations=10, seed=11).values
+    reordered = deepsets_shapley(net, units.flip(0), query.flip(0), mask.flip(0), n_permutations=10,
+                                 seed=seeds[::-1]).values.flip(0)
+    torch.testing.assert_close(batch[0, :6], alone[0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(batch, reordered, atol=1e-6, rtol=0)
+    via_game = monte_carlo(ValueNetGame(net, units[0, :6], query[0]), n_permutations=10, seed=11).values
+    np.testing.assert_allclose(via_game, alone[0].detach().numpy(), atol=1e-6)
+    generic = monte_carlo(ValueNetGame(net, units[0, :6], query[0]), n_permutations=10, seed=11, path="generic")
+    np.testing.assert_allclose(generic.values, alone[0].detach().numpy(), atol=1e-5)
+
+
+def test_fast_path_values_exactly_the_counted_coalitions():
+    """n_evaluations is the number of coalitions ρ actually valued: M·(n−1) + 2 for one unpadded context,
+    the same count the generic path reports for the same M."""
+    torch.manual_seed(5)
+    net = DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product").eval()
+    counted = []
+    original = net.rho_after_first
+    net.rho_after_first = lambda y: counted.append(y[..., 0].numel()) or original(y)
+    res = monte_carlo(ValueNetGame(net, torch.randn(7, 8), torch.randn(8)), n_permutations=12, seed=0)
+    assert sum(counted) == res.n_evaluations == 12 * 6 + 2
+
+
+def test_numpy_float64_inputs_and_overflow_are_handled():
+    net = DeepSetsValue(embed_dim=6, hidden=8, latent=4, query_mode="product").eval()
+    rng = np.random.default_rng(0)
+    game = ValueNetGame(net, rng.normal(size=(5, 6)), rng.normal(size=6))  # float64 arrays, float32 network
+    assert np.isfinite(exact(game).values).all()
+    with pytest.raises(ValueError, match="overflowed"):
+        ValueNetGame(net, np.full((5, 6), 1e30), np.full(6, 1e30)).grand_value
