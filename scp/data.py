@@ -10,7 +10,9 @@ Where data comes from (:func:`load_dataset` and every ``load_*`` loader), first 
 4. otherwise :class:`~scp.errors.DataUnavailableError`.
 
 Files may be ``.jsonl``, ``.jsonl.gz``, ``.json`` (one array) or ``.json.gz``.  The same file always
-gives the same examples in the same order.  Splits are not the datasets' own: :func:`split_of`
+gives the same examples in the same order.  A file that cannot be read (not gzip, truncated, not
+JSON) or a record not in the dataset's layout raises :class:`~scp.errors.DataFormatError` naming the
+file and the line (``.jsonl``) or record number (``.json``).  Splits are not the datasets' own: :func:`split_of`
 assigns every id to train/validation/test (80/10/10) by hashing it.
 """
 
@@ -20,13 +22,14 @@ import gzip
 import hashlib
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
 
 import numpy as np
 
-from scp.errors import DataUnavailableError
+from scp.errors import DataFormatError, DataUnavailableError
 from scp.text import split_sentences
 
 Granularity = Literal["sentence", "paragraph"]
@@ -39,7 +42,8 @@ class Example:
     """One query with its context units; ``labels[i] == 1`` marks unit ``i`` as supporting evidence.
 
     ``titles[i]`` is the title of the paragraph unit ``i`` comes from ("" where there is none) and
-    ``paragraph_ids[i]`` that paragraph's index.  Sequences are stored as tuples.
+    ``paragraph_ids[i]`` that paragraph's index.  Sequences are stored as tuples.  Invalid fields raise
+    :class:`~scp.errors.DataFormatError` (a ``ValueError``).
     """
 
     id: str
@@ -60,18 +64,18 @@ class Example:
         object.__setattr__(self, "paragraph_ids", tuple(int(x) for x in self.paragraph_ids))
         where = f"Example {self.id!r} ({self.dataset})"
         if not self.units:
-            raise ValueError(f"{where}: needs at least one unit")
+            raise DataFormatError(f"{where}: needs at least one unit")
         lengths = {name: len(getattr(self, name)) for name in ("units", "labels", "titles", "paragraph_ids")}
         if len(set(lengths.values())) != 1:
-            raise ValueError(f"{where}: units, labels, titles and paragraph_ids differ in length: {lengths}")
+            raise DataFormatError(f"{where}: units, labels, titles and paragraph_ids differ in length: {lengths}")
         bad = [i for i, label in enumerate(self.labels) if label not in (0, 1)]
         if bad:
-            raise ValueError(f"{where}: labels must be 0 or 1; unit {bad[0]} has {self.labels[bad[0]]}")
+            raise DataFormatError(f"{where}: labels must be 0 or 1; unit {bad[0]} has {self.labels[bad[0]]}")
         bad = [i for i, unit in enumerate(self.units) if not isinstance(unit, str) or not unit or unit != unit.strip()]
         if bad:
-            raise ValueError(f"{where}: unit {bad[0]} is empty or not stripped: {self.units[bad[0]]!r}")
+            raise DataFormatError(f"{where}: unit {bad[0]} is empty or not stripped: {self.units[bad[0]]!r}")
         if self.granularity not in ("sentence", "paragraph"):
-            raise ValueError(f"{where}: granularity must be 'sentence' or 'paragraph', not {self.granularity!r}")
+            raise DataFormatError(f"{where}: granularity must be 'sentence' or 'paragraph', not {self.granularity!r}")
 
     @property
     def n_units(self) -> int:
@@ -125,45 +129,96 @@ def split_examples(examples: Iterable[Example], split: str) -> list[Example]:
 class DatasetSource:
     """Where a dataset lives: ``<data dir>/<folder>/<filename>``, and optionally on the hub.
 
-    ``hub`` holds the positional and keyword arguments of ``datasets.load_dataset``.
+    ``hub`` holds the positional and keyword arguments of ``datasets.load_dataset``; ``title`` and
+    ``layout`` (the fields a record must have) go into the message of a record that lacks them.
     """
 
     folder: str
     filename: str
     hub: tuple[tuple[str, ...], dict[str, str]] | None
+    title: str
+    layout: str
 
 
+_HOTPOT_LAYOUT = "_id or id, question, answer, context, supporting_facts"
 DATASETS: dict[str, DatasetSource] = {
     "hotpotqa": DatasetSource(
-        "hotpotqa", "hotpotqa_dev_distractor.jsonl.gz", (("hotpot_qa", "distractor"), {"split": "validation"})
+        "hotpotqa",
+        "hotpotqa_dev_distractor.jsonl.gz",
+        (("hotpot_qa", "distractor"), {"split": "validation"}),
+        "HotpotQA",
+        _HOTPOT_LAYOUT,
     ),
-    "2wiki": DatasetSource("2wikimultihopqa", "2wikimultihopqa_dev_merged.jsonl.gz", None),
+    "2wiki": DatasetSource(
+        "2wikimultihopqa", "2wikimultihopqa_dev_merged.jsonl.gz", None, "2WikiMultiHopQA", _HOTPOT_LAYOUT
+    ),
     "musique": DatasetSource(
         "musique",
         "musique_ans_dev_merged.jsonl.gz",
         (("bdsaglam/musique",), {"data_files": "data/musique_ans_v1.0_dev.jsonl", "split": "train"}),
+        "MuSiQue",
+        "id, question, answer, paragraphs of {title, paragraph_text, is_supporting}",
     ),
-    "msmarco": DatasetSource("msmarco", "ms_marco_v11_train_sample.json", (("ms_marco", "v1.1"), {"split": "validation"})),
-    "fever": DatasetSource("fever", "fever_claims_gold_evidence.jsonl", None),
+    "msmarco": DatasetSource(
+        "msmarco",
+        "ms_marco_v11_train_sample.json",
+        (("ms_marco", "v1.1"), {"split": "validation"}),
+        "MS MARCO v1.1",
+        "query_id, query, passages {passage_text, is_selected, url}",
+    ),
+    "fever": DatasetSource(
+        "fever", "fever_claims_gold_evidence.jsonl", None, "FEVER", "claim, label, gold_evidence of [title, sentence]"
+    ),
 }
 _ALIASES = {"2wikimultihopqa": "2wiki", "hotpot_qa": "hotpotqa", "ms_marco": "msmarco"}
 
+Located = tuple[str, dict[str, Any]]  # (where: "<file> line N" or "<file> record N", record)
+
+
+def _record(where: str, value: Any) -> Located:
+    if not isinstance(value, dict):
+        raise DataFormatError(f"{where}: expected a JSON object (one record), got {type(value).__name__}")
+    return where, value
+
+
+def _located_records(path: Path) -> Iterator[Located]:
+    """Each record of ``path`` with where it is; any unreadable content raises ``DataFormatError``."""
+    gz = path.suffix == ".gz"
+    is_array = (path.with_suffix("") if gz else path).suffix == ".json"
+    lineno = 0
+    after = ""
+    try:
+        with (gzip.open if gz else open)(path, "rt", encoding="utf-8") as fh:
+            if is_array:
+                data = json.load(fh)
+                if not isinstance(data, list):
+                    kind = type(data).__name__
+                    raise DataFormatError(f"{path}: a .json file must hold one JSON array of records, not a {kind}")
+                for i, value in enumerate(data, 1):
+                    yield _record(f"{path} record {i}", value)
+            else:
+                for lineno, line in enumerate(fh, 1):
+                    after = f" after line {lineno}"
+                    if line.strip():
+                        yield _record(f"{path} line {lineno}", json.loads(line))
+    except json.JSONDecodeError as error:
+        line = error.lineno if is_array else lineno
+        raise DataFormatError(f"{path} line {line}: not valid JSON ({error.msg} at column {error.colno})") from error
+    except UnicodeDecodeError as error:
+        raise DataFormatError(f"{path}: not UTF-8 text{after} ({error.reason})") from error
+    except EOFError as error:
+        raise DataFormatError(f"{path}: truncated gzip stream{after} (re-download or re-create it)") from error
+    except (gzip.BadGzipFile, zlib.error) as error:
+        raise DataFormatError(f"{path}: not a valid gzip file{after} ({error})") from error
+
 
 def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """JSON records of a ``.jsonl``/``.json`` file, gzipped or not (a ``.json`` file holds one array)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    stem = path.with_suffix("") if path.suffix == ".gz" else path
-    with opener(path, "rt", encoding="utf-8") as fh:
-        if stem.suffix == ".json":
-            data = json.load(fh)
-            if not isinstance(data, list):
-                raise ValueError(f"{path}: a .json file must hold one JSON array of records")
-            yield from data
-        else:
-            for line in fh:
-                if line.strip():
-                    yield json.loads(line)
+    """JSON records of a ``.jsonl``/``.json`` file, gzipped or not (a ``.json`` file holds one array).
+
+    A file that cannot be read as such, or a line or item that is not a JSON object, raises
+    :class:`~scp.errors.DataFormatError` naming the file and line (during iteration).
+    """
+    return (record for _, record in _located_records(Path(path)))
 
 
 def _find_in_dir(directory: Path, source: DatasetSource) -> Path | None:
@@ -188,8 +243,8 @@ def _from_hub(source: DatasetSource) -> tuple[Iterable[dict[str, Any]] | None, s
         return None, f"datasets.load_dataset{args} failed: {type(exc).__name__}: {exc}"
 
 
-def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[dict[str, Any]]:
-    """Raw records of dataset ``name``, resolved as described in the module docstring."""
+def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[Located]:
+    """Raw records of dataset ``name`` with where each is, resolved as described in the module docstring."""
     source = DATASETS[name]
     if path is not None:
         p = Path(path)
@@ -199,16 +254,21 @@ def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[dict[st
                 f"{name}: path={str(path)!r} is neither a data file nor a directory holding "
                 f"{source.filename} or {source.folder}/{source.filename}"
             )
-        return read_records(found)
+        return _located_records(found)
     data_dir = os.environ.get(DATA_DIR_ENV)
     if data_dir:
         found = _find_in_dir(Path(data_dir), source)
         if found is not None:
-            return read_records(found)
+            return _located_records(found)
     rows, reason = _from_hub(source)
     if rows is not None:
-        return rows
-    looked = f"{DATA_DIR_ENV}={data_dir!r}" if data_dir else f"{DATA_DIR_ENV} is not set"
+        return ((f"{name} (Hugging Face hub) row {i}", row) for i, row in enumerate(rows, 1))
+    if not data_dir:
+        looked = f"{DATA_DIR_ENV} is not set"
+    elif Path(data_dir).is_dir():
+        looked = f"{DATA_DIR_ENV}={data_dir!r} holds no {source.folder}/{source.filename}"
+    else:
+        looked = f"{DATA_DIR_ENV}={data_dir!r} is not a directory"
     raise DataUnavailableError(
         f"{name} is not available: {looked}, and from the Hugging Face hub: {reason}. "
         f"Set {DATA_DIR_ENV} to a directory holding {source.folder}/{source.filename} or pass path=..., "
@@ -217,23 +277,39 @@ def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[dict[st
 
 
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+def _parsed(name: str, where: str, parse: Callable[[R], T], record: R) -> T:
+    """``parse(record)``; its errors become a :class:`DataFormatError` naming ``where`` (and, for a record
+    missing a key or holding a value of the wrong type, the layout dataset ``name`` expects)."""
+    try:
+        return parse(record)
+    except DataFormatError as error:  # bad content, already explained
+        raise DataFormatError(f"{where}: {error}") from error
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        source = DATASETS[name]
+        detail = f"missing key {error}" if isinstance(error, KeyError) else f"{type(error).__name__}: {error}"
+        expected = f"expected {source.layout}"
+        raise DataFormatError(f"{where}: not in the {source.title} layout: {detail} ({expected})") from error
 
 
 def _take(
-    records: Iterable[R],
+    name: str,
+    records: Iterable[tuple[str, R]],
     record_id: Callable[[R], str],
     build: Callable[[R], Example],
     split: str | None,
     limit: int | None,
 ) -> list[Example]:
-    """Build the examples of ``split`` in record order, stopping after ``limit``."""
+    """Build the examples of ``split`` from (where, record) pairs in record order, stopping after ``limit``."""
     _check_split(split)
     out: list[Example] = []
-    for record in records:
+    for where, record in records:
         if limit is not None and len(out) >= limit:
             break
-        if split is None or split_of(record_id(record)) == split:
-            out.append(build(record))
+        if split is None or split_of(_parsed(name, where, record_id, record)) == split:
+            out.append(_parsed(name, where, build, record))
     return out
 
 
@@ -260,7 +336,7 @@ def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
     Exact duplicate paragraphs (same title and sentences, as in a few 2Wiki contexts) are kept once
     and empty sentences are dropped.  A supporting fact ``[title, sent_id]`` marks sentence
     ``sent_id`` of the paragraph(s) with that title; one that resolves to no non-empty sentence
-    raises ``ValueError`` naming the example id.
+    raises ``DataFormatError`` naming the example id.
     """
     ex_id = _hotpot_id(record)
     context, facts = _hotpot_layout(record)
@@ -283,7 +359,7 @@ def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
                 resolved.add((title, sent_id))
     missing = [fact for fact in facts if fact not in resolved]
     if missing:
-        raise ValueError(f"{dataset} example {ex_id!r}: supporting facts {missing} resolve to no context sentence")
+        raise DataFormatError(f"{dataset} example {ex_id!r}: supporting facts {missing} resolve to no context sentence")
     meta = {"type": record.get("type")}
     if "level" in record:
         meta["level"] = record["level"]
@@ -311,7 +387,8 @@ def load_hotpotqa(
     ``supporting_facts: {title, sent_id}``); the same record gives an equal :class:`Example` in
     both.  ``meta`` holds ``type`` (bridge/comparison) and ``level``.
     """
-    return _take(_records("hotpotqa", path), _hotpot_id, lambda r: _hotpot_example(r, "hotpotqa"), split, limit)
+    records = _records("hotpotqa", path)
+    return _take("hotpotqa", records, _hotpot_id, lambda r: _hotpot_example(r, "hotpotqa"), split, limit)
 
 
 def load_2wiki(
@@ -319,7 +396,7 @@ def load_2wiki(
 ) -> list[Example]:
     """2WikiMultiHopQA, read exactly like :func:`load_hotpotqa`; ``meta["type"]`` is the question type
     (comparison, compositional, bridge_comparison, inference)."""
-    return _take(_records("2wiki", path), _hotpot_id, lambda r: _hotpot_example(r, "2wiki"), split, limit)
+    return _take("2wiki", _records("2wiki", path), _hotpot_id, lambda r: _hotpot_example(r, "2wiki"), split, limit)
 
 
 # --------------------------------------------------------------------------- MuSiQue
@@ -371,7 +448,8 @@ def load_musique(
     """
     if granularity not in ("sentence", "paragraph"):
         raise ValueError(f"granularity must be 'sentence' or 'paragraph', not {granularity!r}")
-    return _take(_records("musique", path), lambda r: str(r["id"]), lambda r: _musique_example(r, granularity), split, limit)
+    records = _records("musique", path)
+    return _take("musique", records, lambda r: str(r["id"]), lambda r: _musique_example(r, granularity), split, limit)
 
 
 # --------------------------------------------------------------------------- MS MARCO
@@ -405,7 +483,7 @@ def load_msmarco(
     selected passage are kept (metrics exclude them); the sentinel answer "No Answer Present." is
     dropped from ``answers``.  The id is ``str(query_id)``.
     """
-    return _take(_records("msmarco", path), lambda r: str(r["query_id"]), _msmarco_example, split, limit)
+    return _take("msmarco", _records("msmarco", path), lambda r: str(r["query_id"]), _msmarco_example, split, limit)
 
 
 # --------------------------------------------------------------------------- FEVER
@@ -413,6 +491,16 @@ def load_msmarco(
 
 def _fever_id(claim: str) -> str:
     return "fever-" + hashlib.sha256(claim.strip().encode("utf-8")).hexdigest()[:16]
+
+
+def _fever_claim(record: dict[str, Any]) -> dict[str, Any]:
+    """The fields of one FEVER record that :func:`load_fever` uses."""
+    return {
+        "claim": record["claim"].strip(),
+        "label": record["label"],
+        "evidence": [(t.strip(), s.strip()) for t, s in record["gold_evidence"] if s.strip()],
+        "rows": [record.get("row")],
+    }
 
 
 def _fever_negatives(
@@ -432,7 +520,7 @@ def _fever_negatives(
             break
     chosen = (preferred + fallback)[:k]
     if len(chosen) < k:
-        raise ValueError(f"fever example {ex_id!r}: only {len(chosen)} negatives available, {k} requested")
+        raise DataFormatError(f"fever example {ex_id!r}: only {len(chosen)} negatives available, {k} requested")
     return chosen
 
 
@@ -455,7 +543,7 @@ def load_fever(
     * a generator seeded with ``sha256(f"{seed}:{id}")`` permutes the pool; walking it, sentences
       identical to a positive (or to a negative already taken) are skipped, and sentences whose
       Wikipedia title is not among the positives' titles are taken first (``n_negatives`` of them);
-      only if there are too few, same-title sentences fill up (``ValueError`` if still too few);
+      only if there are too few, same-title sentences fill up (``DataFormatError`` if still too few);
     * the positives and negatives are then shuffled by the same generator (so positives do not sit
       first).  Each unit is its own paragraph; ``titles`` are the Wikipedia titles.
 
@@ -466,18 +554,13 @@ def load_fever(
     if n_negatives < 0:
         raise ValueError("n_negatives must be >= 0")
     claims: dict[str, dict[str, Any]] = {}
-    for record in _records("fever", path):
-        ex_id = _fever_id(record["claim"])
+    for where, record in _records("fever", path):
+        claim = _parsed("fever", where, _fever_claim, record)
+        ex_id = _fever_id(claim["claim"])
         if ex_id in claims:
-            claims[ex_id]["rows"].append(record.get("row"))
-            continue
-        evidence = [(t.strip(), s.strip()) for t, s in record["gold_evidence"] if s.strip()]
-        claims[ex_id] = {
-            "claim": record["claim"].strip(),
-            "label": record["label"],
-            "evidence": evidence,
-            "rows": [record.get("row")],
-        }
+            claims[ex_id]["rows"].extend(claim["rows"])
+        else:
+            claims[ex_id] = {**claim, "where": where}
     pools: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
     for ex_id, c in claims.items():
         pools[split_of(ex_id)].extend(c["evidence"])
@@ -503,7 +586,8 @@ def load_fever(
             meta={"label": c["label"], "rows": tuple(c["rows"])},
         )
 
-    return _take(claims, lambda ex_id: ex_id, build, split, limit)
+    located = ((c["where"], ex_id) for ex_id, c in claims.items())  # a claim's first record
+    return _take("fever", located, lambda ex_id: ex_id, build, split, limit)
 
 
 # --------------------------------------------------------------------------- dispatcher

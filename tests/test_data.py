@@ -26,7 +26,7 @@ from scp.data import (
     split_examples,
     split_of,
 )
-from scp.errors import DataUnavailableError
+from scp.errors import DataFormatError, DataUnavailableError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOTPOT_FIRST_ID = "5a70f4c45542994082a3e437"
@@ -363,3 +363,108 @@ def test_fever_negative_rules_on_crafted_file(tmp_path: Path) -> None:
     assert not {"S one .", "S two ."} & {u for _, u in negatives(second)}
     with pytest.raises(ValueError, match="negatives"):
         load_fever(path, n_negatives=12, limit=1)
+
+
+# --------------------------------------------------------------------------- bad files and records: one clear sentence
+
+
+def _hotpot_lines(data_dir: Path, n: int) -> list[str]:
+    return [json.dumps(r) for r in _raw(data_dir, "hotpotqa")[:n]]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "message"),
+    [
+        ("x.jsonl.gz", lambda lines: b'{"_id": 1}\n', r"x\.jsonl\.gz: not a valid gzip file \(Not a gzipped file"),
+        ("x.jsonl.gz", lambda lines: gzip.compress("\n".join(lines).encode())[:4000],
+         r"x\.jsonl\.gz: truncated gzip stream after line \d+ \(re-download or re-create it\)"),
+        ("x.jsonl", lambda lines: "\n".join(lines[:2] + ["{oops"]).encode(), r"x\.jsonl line 3: not valid JSON"),
+        ("x.json", lambda lines: b"[{},\n {oops}]", r"x\.json line 2: not valid JSON"),
+        ("x.json", lambda lines: b'{"_id": "a"}', r"x\.json: a \.json file must hold one JSON array of records, not a dict"),
+        ("x.jsonl", lambda lines: "\n".join([lines[0], "[1, 2]"]).encode(), r"x\.jsonl line 2: expected a JSON object"),
+        ("x.jsonl", lambda lines: b'{"_id": "caf\xe9"}\n', r"x\.jsonl: not UTF-8 text"),
+    ],
+    ids=["not-gzip", "truncated-gzip", "bad-json-line", "bad-json-array", "not-an-array", "not-an-object", "not-utf8"],
+)
+def test_unreadable_file_raises_data_format_error_naming_it(
+    data_dir: Path, tmp_path: Path, name: str, make, message: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(make(_hotpot_lines(data_dir, 30)))
+    with pytest.raises(DataFormatError, match=message) as info:
+        load_hotpotqa(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(DataFormatError, match=message):
+        list(read_records(path))  # the generator names the file too
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    return path
+
+
+def test_record_in_wrong_layout_names_file_line_and_expected_fields(data_dir: Path, tmp_path: Path) -> None:
+    good, bad = _raw(data_dir, "hotpotqa")[:2]
+    del bad["_id"]
+    path = _write_jsonl(tmp_path / "hotpot.jsonl", [good, bad])
+    with pytest.raises(DataFormatError) as info:
+        load_hotpotqa(path)
+    assert str(info.value) == (
+        f"{path} line 2: not in the HotpotQA layout: missing key 'id' "
+        "(expected _id or id, question, answer, context, supporting_facts)"
+    )
+    good["context"] = {"title": ["T"]}  # HF layout without sentences
+    with pytest.raises(DataFormatError, match=rf"hotpot\.jsonl line 1: not in the HotpotQA layout: missing key 'sentences'"):
+        load_hotpotqa(_write_jsonl(path, [good]))
+    good["context"] = [["T", ["A sentence."], "extra"]]
+    with pytest.raises(DataFormatError, match=r"line 1: not in the HotpotQA layout: ValueError: too many values"):
+        load_hotpotqa(_write_jsonl(path, [good]))
+    with pytest.raises(DataFormatError, match=r"2wiki\.jsonl line 1: not in the 2WikiMultiHopQA layout"):
+        load_2wiki(_write_jsonl(tmp_path / "2wiki.jsonl", [bad]))
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "message"),
+    [
+        ("musique", {"id": "2hop__1", "question": "q?", "answer": "a", "paragraphs": [{"title": "T"}]},
+         "not in the MuSiQue layout: missing key 'paragraph_text'"),
+        ("msmarco", {"query_id": 1, "query": "q", "passages": {"passage_text": ["p"], "is_selected": ["yes"], "url": ["u"]}},
+         "not in the MS MARCO v1.1 layout: ValueError: invalid literal"),
+        ("fever", {"claim": "c.", "label": "SUPPORTS", "gold_evidence": [["only a title"]]},
+         "not in the FEVER layout: ValueError: not enough values to unpack"),
+    ],
+)
+def test_every_loader_names_file_and_line_of_a_bad_record(tmp_path: Path, name: str, record: dict, message: str) -> None:
+    path = _write_jsonl(tmp_path / "data.jsonl", [record])
+    with pytest.raises(DataFormatError, match=rf"data\.jsonl line 1: {message}.*\(expected .+\)$"):
+        load_dataset(name, path)
+
+
+def test_content_errors_name_the_file(data_dir: Path, tmp_path: Path) -> None:
+    record = _raw(data_dir, "hotpotqa")[0]
+    record["supporting_facts"].append(["No Such Title", 0])
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n\n" + json.dumps(record), encoding="utf-8")
+    with pytest.raises(DataFormatError, match=rf"bad\.jsonl line 3: hotpotqa example '{HOTPOT_FIRST_ID}': supporting"):
+        load_hotpotqa(path)
+    record = {"claim": "c.", "label": "SUPPORTS", "gold_evidence": [["T", "S ."]]}
+    with pytest.raises(DataFormatError, match=r"fever\.jsonl line 1: fever example .*only 0 negatives"):
+        load_fever(_write_jsonl(tmp_path / "fever.jsonl", [record]))
+
+
+def test_bad_hub_row_names_the_row(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    _fake_datasets(monkeypatch, lambda *a, **k: [{"question": "q?"}])
+    with pytest.raises(DataFormatError, match=r"^hotpotqa \(Hugging Face hub\) row 1: not in the HotpotQA layout"):
+        load_hotpotqa()
+
+
+def test_data_dir_that_does_not_exist_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path / "typo"))
+    with pytest.raises(DataUnavailableError, match=r"SCP_DATA_DIR='.*typo' is not a directory"):
+        load_hotpotqa()
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    with pytest.raises(DataUnavailableError, match=r"holds no hotpotqa/hotpotqa_dev_distractor\.jsonl\.gz"):
+        load_hotpotqa()

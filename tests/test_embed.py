@@ -1,4 +1,5 @@
 import os
+import re
 import time
 import warnings
 from pathlib import Path
@@ -251,3 +252,62 @@ def test_compaction_merges_shards(tmp_path):
         np.testing.assert_array_equal(reread.get([k])[0], v)
     assert reread.get([text_key("zzz")]) == [None]
     assert not [p for p in os.listdir(cache.directory) if not p.startswith("shard-")]
+
+
+# --- bad inputs and interruptions -------------------------------------------------------------------
+
+
+class FlakyEmbedder(RandomEmbedder):
+    """RandomEmbedder that records each call's texts and raises ``error`` on call number ``fail_on``."""
+
+    def __init__(self, fail_on=None, error=KeyboardInterrupt):
+        super().__init__(dim=8)
+        self.calls, self.fail_on, self.error = [], fail_on, error
+
+    def _encode(self, texts, batch_size, show_progress):
+        self.calls.append(list(texts))
+        if len(self.calls) == self.fail_on:
+            raise self.error("stopped")
+        return super()._encode(texts, batch_size, show_progress)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_interrupted_encoding_keeps_finished_chunks_and_resumes(tmp_path, error):
+    texts = [f"text {i}" for i in range(10)]
+    first = CachedEmbedder(FlakyEmbedder(fail_on=3, error=error), cache_dir=tmp_path, chunk_size=4)
+    with pytest.raises(error):
+        first.encode(texts)
+    assert [len(c) for c in first.embedder.calls] == [4, 4, 2]
+    assert first.n_encoded == 8 and len(shard_files(first.cache)) == 2
+    resumed = CachedEmbedder(FlakyEmbedder(), cache_dir=tmp_path, chunk_size=4)  # a new run reads the shards
+    x = resumed.encode(texts)
+    assert resumed.embedder.calls == [texts[8:]]
+    assert (resumed.n_encoded, resumed.n_from_cache) == (2, 8)
+    np.testing.assert_array_equal(x, RandomEmbedder(dim=8).encode(texts))
+    with pytest.raises(ValueError, match="chunk_size"):
+        CachedEmbedder(RandomEmbedder(), cache_dir=tmp_path, chunk_size=0)
+
+
+def test_cache_dir_that_is_a_file_is_a_clear_error(monkeypatch, tmp_path):
+    from scp.errors import CacheDirectoryError, SCPError
+
+    a_file = tmp_path / "not_a_dir"
+    a_file.write_text("x")
+    monkeypatch.setenv("SCP_CACHE_DIR", str(a_file))
+    message = f"{re.escape(str(a_file))} .*must be a directory, but {re.escape(str(a_file))} is a file"
+    with pytest.raises(CacheDirectoryError, match=message) as info:
+        CachedEmbedder(RandomEmbedder())  # at creation, before any encoding
+    assert isinstance(info.value, SCPError) and "\n" not in str(info.value)
+    with pytest.raises(CacheDirectoryError, match=re.escape(str(a_file / "sub")) + " .*is a file"):
+        EmbeddingCache("random:d8:seed0", 8, a_file / "sub")
+
+
+def test_lone_surrogate_has_a_key_and_tokenizer_models_reject_it_by_index(minilm, tmp_path):
+    bad = "caf\udce9"
+    assert len(text_key(bad)) == 32 and text_key(bad) not in {text_key("café"), text_key("caf?")}
+    cached = CachedEmbedder(RandomEmbedder(dim=8), cache_dir=tmp_path)  # hashes text: encodes it fine
+    np.testing.assert_array_equal(cached.encode([bad, "café"]), RandomEmbedder(dim=8).encode([bad, "café"]))
+    assert get_embedder("glove").encode([bad]).shape == (1, 50)
+    for emb in (minilm, CachedEmbedder(minilm, cache_dir=tmp_path)):
+        with pytest.raises(ValueError, match=r"texts\[2\] holds a lone surrogate '\\udce9' at position 3"):
+            emb.encode(["ok", "fine", bad])
