@@ -14,6 +14,7 @@ import csv
 import json
 from pathlib import Path
 
+from . import checkpoint
 from .evaluate import run_eval, write_json
 from .train import config_from_preset, run
 
@@ -65,9 +66,7 @@ def run_row(name: str, preset: str, overrides: dict, out: Path) -> dict:
     trained = run(config, out / "runs" / name, progress=False)
     result = run_eval(TEST_DATASET, "scp", split="test", checkpoint=str(trained.best_path),
                       out=str(out / "evals" / f"{name}.json"))
-    import torch
-
-    n_params = torch.load(trained.best_path, map_location="cpu", weights_only=False)["n_params"]
+    n_params = checkpoint.load(trained.best_path)["n_params"]
     return summarize(name, result, preset=preset, overrides=json.dumps(overrides, default=list), n_params=n_params,
                      train_seconds=round(trained.seconds, 1), best_val_auc=trained.best_val_auc)
 
@@ -171,16 +170,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = load_table(args.out / "ablations.json")
     grids = ["baselines", *GRIDS] if "all" in args.grids else args.grids
+    skipped = []
     for grid in grids:
         if grid == "dataset_baselines":
+            print("[dataset_baselines] evaluating random / BM25 / cosine on every dataset ...", flush=True)
             dataset_baselines(args.out)
             continue
         if grid == "baselines":
+            print("[baselines] evaluating random / BM25 / cosine on the HotpotQA test split ...", flush=True)
             rows.update(baseline_rows(args.out))
             save_table(rows, args.out)
             continue
         for name, (preset, overrides) in GRIDS[grid].items():
             if name in rows and not args.rerun:
+                skipped.append(name)
+                print(f"[{grid}] {name}: already in {args.out / 'ablations.json'}, not retrained", flush=True)
                 continue
             print(f"[{grid}] {name}: training ...", flush=True)
             rows[name] = run_row(name, preset, overrides, args.out)
@@ -188,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             r = rows[name]
             print(f"[{grid}] {name}: val AUC {r['best_val_auc']:.4f}, test AUC {r.get('test_auc', float('nan')):.4f} "
                   f"({r['train_seconds']:.0f}s)", flush=True)
+    if skipped:
+        print(f"{len(skipped)} trained row(s) were already in the table and were kept as they are; "
+              "pass --rerun to retrain them", flush=True)
     return 0
 
 

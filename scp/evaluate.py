@@ -59,7 +59,7 @@ class SCPRanker(Ranker):
                 else:
                     scores = deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
                                               n_permutations=p.n_permutations, antithetic=p.antithetic,
-                                              seed=p.seed).values
+                                              seed=b.seeds(p.seed)).values
                 out += [scores[i, :c.n_units].double().numpy() for i, c in enumerate(chunk)]
         return [self._checked(o, len(u)) for o, u in zip(out, units_list)]
 
@@ -137,14 +137,24 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
     """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``."""
     from .data import load_dataset, split_examples
 
+    # every argument is checked before the data are loaded and embedded
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if method in ("scp", "scp-loo") and not checkpoint:
+        raise ValueError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be an integer ≥ 1 (or None for every example); got {limit!r}")
+    if not keep_ratios or not all(isinstance(r, (int, float)) and 0 < r <= 1 for r in keep_ratios):
+        raise ValueError(f"keep ratios must be numbers in (0, 1]; got {list(keep_ratios)}")
+    if not isinstance(n_permutations, int) or n_permutations < 1:
+        raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+    config = load_checkpoint(checkpoint)[1] if checkpoint and method in ("scp", "scp-loo") else None
     examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
     if split not in (None, "all"):
         examples = split_examples(examples, split)
-    examples = examples[:limit] if limit else examples
+    examples = examples if limit is None else examples[:limit]
     if units is None:
-        units = "sentence"
-        if checkpoint and method in ("scp", "scp-loo"):
-            units = load_checkpoint(checkpoint)[1].unit_repr
+        units = config.unit_repr if config is not None else "sentence"
     with_title = units == "title"
     try:
         ranker = make_ranker(method, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)

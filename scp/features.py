@@ -10,7 +10,7 @@ How a unit reads ("Title: sentence" or the bare sentence) is chosen by the calle
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .baselines import BM25Ranker
+from .shapley import derive_seed
 
 FEATURES = ("cos", "bm25z", "cos_z")
 
@@ -32,10 +33,17 @@ class Context:
     labels: torch.Tensor | None = None
     id: str = ""
     meta: dict | None = None
+    key: str = ""  # context_key(query, unit texts): seeds this context's Monte-Carlo permutations
 
     @property
     def n_units(self) -> int:
         return self.units.shape[0]
+
+
+def context_key(query: str, units: Sequence[str]) -> str:
+    """sha256 of the query and the unit texts: names a context by its content, wherever it is scored."""
+    text = "\0".join([query, *units])
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def check_features(features: Sequence[str]) -> tuple[str, ...]:
@@ -87,7 +95,8 @@ def build_contexts(queries: Sequence[str], units_list: Sequence[Sequence[str]], 
         labels = None if labels_list is None else torch.as_tensor(np.asarray(labels_list[i]), dtype=torch.float32)
         out.append(Context(units=torch.from_numpy(np.ascontiguousarray(u_emb)), query=torch.from_numpy(q_emb[i].copy()),
                            extra=torch.from_numpy(extra_features(query, units, u_emb, q_emb[i], features)),
-                           labels=labels, id="" if ids is None else ids[i], meta=None if metas is None else metas[i]))
+                           labels=labels, id="" if ids is None else ids[i], meta=None if metas is None else metas[i],
+                           key=context_key(query, units)))
     return out
 
 
@@ -107,6 +116,11 @@ class Batch:
     extra: torch.Tensor  # (b, n, e)
     mask: torch.Tensor  # (b, n) valid units
     labels: torch.Tensor  # (b, n); 0 on padding
+    keys: tuple[str, ...] = ()  # each context's :func:`context_key`
+
+    def seeds(self, seed: int) -> list[int]:
+        """One Monte-Carlo seed per context, derived from ``seed`` and its key (independent of the batch)."""
+        return [derive_seed(seed, key) for key in self.keys]
 
 
 def collate(contexts: Sequence[Context], device: str | torch.device | None = None) -> Batch:
@@ -119,5 +133,7 @@ def collate(contexts: Sequence[Context], device: str | torch.device | None = Non
         units[i, :c.n_units], extra[i, :c.n_units], mask[i, :c.n_units] = c.units, c.extra, True
         if c.labels is not None:
             labels[i, :c.n_units] = c.labels
-    batch = Batch(units, torch.stack([c.query for c in contexts]), extra, mask, labels)
-    return batch if device is None else Batch(*(t.to(device) for t in dataclasses.astuple(batch)))
+    tensors = (units, torch.stack([c.query for c in contexts]), extra, mask, labels)
+    if device is not None:
+        tensors = tuple(t.to(device) for t in tensors)
+    return Batch(*tensors, keys=tuple(c.key for c in contexts))

@@ -23,15 +23,15 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import checkpoint
 from .features import Context, check_features, collate, contexts_from_examples
-from .io import atomic_open
 from .metrics import aggregate, pairwise_auc
 from .shapley import deepsets_shapley
 from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, check_inputs, mlp
 
 MODELS = ("deepsets", "convex", "pointwise")
 EMBEDDERS = ("minilm", "glove", "wordllama", "random", "bert-base")
-CHECKPOINT_FORMAT = "scp-checkpoint-v1"
+CHECKPOINT_FORMAT = "scp-checkpoint-v2"  # v2: content checksum verified on load (scp.checkpoint)
 
 
 @dataclass
@@ -145,12 +145,13 @@ def build_model(config: TrainConfig, embed_dim: int) -> nn.Module:
 
 
 def unit_scores(model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int) -> torch.Tensor:
-    """(b, n) scores: Monte-Carlo Shapley values for set models, MLP outputs for the pointwise control."""
+    """(b, n) scores: Monte-Carlo Shapley values for set models (each context's permutations seeded by
+    ``seed`` and its key, see :meth:`Batch.seeds`), MLP outputs for the pointwise control."""
     if isinstance(model, PointwiseScorer):
         return model(batch.units, batch.query, batch.mask, batch.extra)
     extra = batch.extra if model.n_extra else None
     return deepsets_shapley(model, batch.units, batch.query, batch.mask, extra, n_permutations=n_permutations,
-                            antithetic=antithetic, seed=seed).values
+                            antithetic=antithetic, seed=batch.seeds(seed)).values
 
 
 def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float) -> torch.Tensor:
@@ -173,24 +174,17 @@ def has_pairs(context: Context) -> bool:
 
 # --------------------------------------------------------------------------------------------- checkpoints
 
-def atomic_save(obj, path: str | os.PathLike) -> None:
-    """torch.save through :func:`scp.io.atomic_open`: never a half-written checkpoint."""
-    with atomic_open(path) as f:
-        torch.save(obj, f)
-
-
 def ids_hash(ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 
 def load_checkpoint(path: str | os.PathLike, embedder_id: str | None = None, embed_dim: int | None = None):
-    """(model in eval mode, TrainConfig, checkpoint dict).  A mismatched embedder or dimension is an error."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not an SCP checkpoint (format {CHECKPOINT_FORMAT})")
+    """(model in eval mode, TrainConfig, checkpoint dict), after verifying the file's content checksum.
+
+    An unreadable, altered or foreign file is a :class:`scp.checkpoint.CheckpointError`; a mismatched
+    embedder or dimension is a ValueError.
+    """
+    ckpt = checkpoint.load(path, CHECKPOINT_FORMAT)
     if embedder_id is not None and embedder_id != ckpt["embedder_id"]:
         raise ValueError(f"checkpoint {path} was trained on embedder {ckpt['embedder_id']!r}, not {embedder_id!r}")
     if embed_dim is not None and embed_dim != ckpt["embed_dim"]:
@@ -210,6 +204,17 @@ class TrainResult:
     best_val_auc: float
     history: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def training_environment(device: torch.device) -> dict:
+    """What bit-identical training depends on beyond code, config and data (recorded in checkpoints)."""
+    return {"torch": str(torch.__version__), "threads": torch.get_num_threads(), "device": str(device),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def weights_fingerprint(model: nn.Module) -> str:
+    """sha256 of the weights alone: equal fingerprints mean bit-identical networks."""
+    return checkpoint.content_checksum({"weights": model.state_dict()})
 
 
 def default_device() -> torch.device:
@@ -269,11 +274,13 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
     meta = {"format": CHECKPOINT_FORMAT, "config": asdict(config), "embedder_id": embedder_id, "embed_dim": embed_dim,
             "data_hash": ids_hash(data_ids if data_ids is not None else [c.id for c in train_contexts]),
             "n_train": len(train_contexts), "n_val": len(val_contexts),
-            "n_params": sum(p.numel() for p in model.parameters())}
+            "n_params": sum(p.numel() for p in model.parameters()), "environment": training_environment(device)}
     history, best_auc, start_epoch, seconds = [], -1.0, 0, 0.0
     last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
-    if resume and last_path.is_file():
-        state = torch.load(last_path, map_location="cpu", weights_only=False)
+    if resume:
+        if not last_path.is_file():
+            raise ValueError(f"cannot resume: no checkpoint {last_path} (drop --resume to start a new run there)")
+        state = checkpoint.load(last_path, CHECKPOINT_FORMAT)
         if state["config"] != asdict(config) or state["data_hash"] != meta["data_hash"]:
             raise ValueError(f"cannot resume from {last_path}: it was written for another config or other data")
         model.load_state_dict(state["weights"])
@@ -314,9 +321,10 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
                   f"({seconds:.0f}s)", flush=True)
         if val["auc"] > best_auc:
             best_auc = val["auc"]
-            atomic_save({**meta, "weights": model.state_dict(), "val_metrics": val, "epoch": epoch + 1,
+            checkpoint.save({**meta, "weights": model.state_dict(), "weights_fingerprint": weights_fingerprint(model),
+                             "val_metrics": val, "epoch": epoch + 1,
                          "history": history}, best_path)
-        atomic_save({**meta, "weights": model.state_dict(), "optimizer": opt.state_dict(),
+        checkpoint.save({**meta, "weights": model.state_dict(), "optimizer": opt.state_dict(),
                      "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
                      "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, "epoch": epoch + 1,
                      "history": history, "best_val_auc": best_auc, "seconds": seconds, "val_metrics": val}, last_path)
