@@ -14,6 +14,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .errors import warn_user
+
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -62,6 +64,30 @@ class PruneResult:
                 "token_ratio": self.token_ratio, "compression_rate": self.compression_rate}
 
 
+def check_criterion(*, top_k=None, keep_ratio=None, threshold=None, token_budget=None) -> str:
+    """Validate that exactly one pruning criterion is given, with a valid value; returns its description.
+
+    Cheap, so callers run it before any expensive ranking.
+    """
+    given = {k: v for k, v in dict(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
+                                    token_budget=token_budget).items() if v is not None}
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
+    (name, value), = given.items()
+    is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if name == "top_k" and not (is_int and value >= 1):
+        raise ValueError(f"top_k must be an integer ≥ 1; got {value!r}")
+    if name == "keep_ratio" and not (isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
+                                     and 0 < value <= 1):
+        raise ValueError(f"keep_ratio must be a number in (0, 1]; got {value!r} ({type(value).__name__})")
+    if name == "threshold" and not (value == "mean" or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                                        and math.isfinite(value))):
+        raise ValueError(f"threshold must be 'mean' or a finite number; got {value!r}")
+    if name == "token_budget" and not (is_int and value >= 0):
+        raise ValueError(f"token_budget must be a non-negative integer; got {value!r} ({type(value).__name__})")
+    return f"{name}={value}"
+
+
 def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: float | None = None,
            threshold: str | float | None = None, token_counts: Sequence[int] | None = None,
            token_budget: int | None = None) -> tuple[np.ndarray, str]:
@@ -69,47 +95,36 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
 
     - ``top_k``: the k highest scores;  ``keep_ratio``: the ceil(r·n) highest (at least one);
     - ``threshold="mean"``: φ_i ≥ mean(φ) (the paper's Algorithm 3), or a number: φ_i ≥ that number;
-    - ``token_budget`` (needs ``token_counts``): greedily by decreasing score, keep each unit that still fits.
+    - ``token_budget`` (needs ``token_counts``): greedily by decreasing score, keep each unit that still fits
+      (a budget below every unit's length keeps nothing, with a warning).
     Ties are broken by original position (earlier first).
     """
+    desc = check_criterion(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold, token_budget=token_budget)
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     n = s.size
     if n == 0:
         raise ValueError("empty context: nothing to prune")
     if not np.isfinite(s).all():
         raise ValueError("scores contain NaN or inf")
-    given = {k: v for k, v in dict(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
-                                    token_budget=token_budget).items() if v is not None}
-    if len(given) != 1:
-        raise ValueError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
     order = np.argsort(-s, kind="stable")
     if top_k is not None:
-        if not isinstance(top_k, (int, np.integer)) or not 1 <= top_k:
-            raise ValueError(f"top_k must be an integer ≥ 1; got {top_k!r}")
-        keep, desc = order[:min(top_k, n)], f"top_k={top_k}"
+        keep = order[:min(top_k, n)]
     elif keep_ratio is not None:
-        if not 0 < keep_ratio <= 1:
-            raise ValueError(f"keep_ratio must be in (0, 1]; got {keep_ratio}")
-        keep, desc = order[:max(1, math.ceil(keep_ratio * n - 1e-9))], f"keep_ratio={keep_ratio}"
+        keep = order[:max(1, math.ceil(keep_ratio * n - 1e-9))]
     elif threshold is not None:
-        if threshold == "mean":
-            cut, desc = s.mean(), "threshold=mean"
-        elif isinstance(threshold, (int, float)) and math.isfinite(threshold):
-            cut, desc = float(threshold), f"threshold={threshold}"
-        else:
-            raise ValueError(f"threshold must be 'mean' or a finite number; got {threshold!r}")
-        keep = np.flatnonzero(s >= cut - 1e-12)
+        keep = np.flatnonzero(s >= (s.mean() if threshold == "mean" else float(threshold)) - 1e-12)
     else:
         if token_counts is None or len(token_counts) != n:
             raise ValueError("token_budget needs one token count per unit")
-        if not isinstance(token_budget, (int, np.integer)) or token_budget < 0:
-            raise ValueError(f"token_budget must be a non-negative integer; got {token_budget!r}")
         counts, used, chosen = np.asarray(token_counts), 0, []
         for i in order:
             if used + counts[i] <= token_budget:
                 chosen.append(i)
                 used += counts[i]
-        keep, desc = np.asarray(chosen, dtype=np.int64), f"token_budget={token_budget}"
+        keep = np.asarray(chosen, dtype=np.int64)
+        if not chosen:
+            warn_user(f"token_budget={token_budget} keeps no unit: the shortest of the {n} units has "
+                      f"{int(counts.min())} tokens, so the pruned text is empty")
     return np.sort(keep), desc
 
 

@@ -1,43 +1,51 @@
 """The pruner a user meets first: a trained checkpoint ranks sentences by Shapley value and keeps the best.
 
->>> pruner = ShapleyPruner.from_checkpoint("checkpoints/best.pt")
->>> pruner.rank("Who founded X?", sentences).values          # one Shapley value per sentence
+>>> pruner = ShapleyPruner.from_checkpoint("models/scp-hotpotqa-best.pt")
+>>> pruner.rank("Who founded X?", sentences, titles=titles).values    # one Shapley value per sentence
 >>> pruner.prune("Who founded X?", text, keep_ratio=0.5).kept_text
 
 Sentences are read as the checkpoint was trained: with ``unit_repr="title"`` pass ``titles=`` (one per
 sentence) so units read "Title: sentence"; without titles the bare sentences are used (and a warning says so).
+Monte-Carlo permutations are seeded by ``seed`` and the context's text (:func:`scp.features.context_key`), so
+the same context gets the same values here, in ``scp eval`` and in a notebook, whatever it is batched with.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Sequence
 
 import numpy as np
 import torch
 
+from .errors import warn_user
 from .features import build_contexts
 from .games import ValueNetGame
-from .prune import PruneResult, prune
-from .shapley import ShapleyResult, exact, leave_one_out, monte_carlo
+from .prune import PruneResult, check_criterion, prune
+from .shapley import ESTIMATORS, ShapleyResult, derive_seed, estimate, monte_carlo
 from .text import split_sentences
 from .train import PointwiseScorer, TrainConfig, load_checkpoint
 
-ESTIMATORS = ("monte_carlo", "exact", "loo")
+__all__ = ["ShapleyPruner", "MAX_UNITS"]
+
 MAX_UNITS = 4096
 
 
 class ShapleyPruner:
-    """Rank and prune sentences with a trained value network (or the pointwise control)."""
+    """Rank and prune sentences with a trained value network (or the pointwise control).
+
+    ``estimator`` is any name of :data:`scp.shapley.ESTIMATORS` (``monte_carlo``, ``exact``, ``loo``, …);
+    ``estimator_options`` go to it (e.g. ``max_players=20`` for exact Shapley on longer contexts).
+    """
 
     def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
                  n_permutations: int = 50, antithetic: bool = False, seed: int | None = 0,
-                 device: str | None = None, max_units: int = MAX_UNITS):
+                 device: str | None = None, max_units: int = MAX_UNITS, estimator_options: dict | None = None):
         if estimator not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
+            raise ValueError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
         self.model, self.config, self.embedder = model.eval(), config, embedder
         self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
         self.device, self.max_units = device, max_units
+        self.estimator_options = dict(estimator_options or {})
 
     @classmethod
     def from_checkpoint(cls, path, embedder=None, cache_dir=None, **kwargs) -> "ShapleyPruner":
@@ -51,37 +59,38 @@ class ShapleyPruner:
         return cls(model, config, embedder, **kwargs)
 
     def units(self, sentences: Sequence[str], titles: Sequence[str] | None) -> list[str]:
+        """The unit texts the network reads: "Title: sentence" when trained so and titles are given."""
         if titles is None:
             if self.config.with_title:
-                warnings.warn("this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
-                              "sentences are scored (expect lower quality)", stacklevel=3)
+                warn_user("this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
+                          "sentences are scored (expect lower quality)")
             return list(sentences)
         if len(titles) != len(sentences):
             raise ValueError(f"got {len(titles)} titles for {len(sentences)} sentences")
         return [f"{t}: {s}" if t else s for t, s in zip(titles, sentences)]
 
-    def rank(self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None) -> ShapleyResult:
-        """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores."""
+    def _check(self, query: str, sentences: list[str]) -> None:
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
-        sentences = list(sentences)
         if not sentences:
             raise ValueError("empty context: give at least one sentence")
-        if not all(isinstance(s, str) and s.strip() for s in sentences):
-            raise ValueError("every sentence must be a non-empty string")
+        bad = [i for i, s in enumerate(sentences) if not (isinstance(s, str) and s.strip())]
+        if bad:
+            raise ValueError(f"every sentence must be a non-empty string; sentence {bad[0]} is {sentences[bad[0]]!r}")
         if len(sentences) > self.max_units:
             raise ValueError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                              "passages or raise max_units (cost grows as M·n²)")
+
+    def rank(self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None) -> ShapleyResult:
+        """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores."""
+        sentences = list(sentences)
+        self._check(query, sentences)
         units = self.units(sentences, titles)
         first: dict[str, int] = {}
-        duplicates = []
-        for i, unit in enumerate(units):
-            j = first.setdefault(unit.strip(), i)
-            if j != i:
-                duplicates.append((j, i))
+        duplicates = [(first[u.strip()], i) for i, u in enumerate(units) if first.setdefault(u.strip(), i) != i]
         if duplicates:
-            warnings.warn(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
-                          "between copies (leave-one-out would give each ≈ 0)", stacklevel=2)
+            warn_user(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
+                      "between copies (leave-one-out would give each ≈ 0)")
         ctx = build_contexts([query], [units], self.embedder, self.config.features)[0]
         if isinstance(self.model, PointwiseScorer):
             with torch.no_grad():
@@ -89,17 +98,29 @@ class ShapleyPruner:
             return ShapleyResult(values=scores.double().numpy(), n_evaluations=len(sentences), method="pointwise")
         game = ValueNetGame(self.model, ctx.units, ctx.query, ctx.extra if self.model.n_extra else None,
                             cache_psi=True)
-        if self.estimator == "exact":
-            return exact(game)
-        if self.estimator == "loo":
-            return leave_one_out(game)
-        return monte_carlo(game, self.n_permutations, antithetic=self.antithetic, seed=self.seed, device=self.device)
+        options = dict(self.estimator_options)
+        if ESTIMATORS[self.estimator] is monte_carlo:
+            options = dict(n_permutations=self.n_permutations, antithetic=self.antithetic,
+                           seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
+                           device=self.device, **options)
+        return estimate(game, self.estimator, **options)
 
     def prune(self, query: str, sentences_or_text: str | Sequence[str], *, keep_ratio: float | None = None,
               top_k: int | None = None, token_budget: int | None = None, titles: Sequence[str] | None = None,
               **kwargs) -> PruneResult:
-        """Rank, then keep by exactly one of ``keep_ratio``, ``top_k`` or ``token_budget`` (text is sentence-split)."""
-        sentences = split_sentences(sentences_or_text) if isinstance(sentences_or_text, str) else list(sentences_or_text)
+        """Rank, then keep by exactly one of ``keep_ratio``, ``top_k`` or ``token_budget`` (text is sentence-split).
+
+        The criterion is validated before any ranking; a text with no sentence boundary is one unit, kept or
+        dropped whole (with a warning).
+        """
+        check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
+        if isinstance(sentences_or_text, str):
+            sentences = split_sentences(sentences_or_text)
+            if len(sentences) == 1:
+                warn_user("the text has no sentence boundary the splitter recognises: it is one unit, kept or "
+                          "dropped whole; pass a list of sentences to prune inside it")
+        else:
+            sentences = list(sentences_or_text)
         scores = self.rank(query, sentences, titles).values
         return prune(sentences, np.asarray(scores), keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget,
                      **kwargs)

@@ -26,7 +26,9 @@ def test_keep_ratio_threshold_and_budget():
     # budget 10: sentence 0 (7 tokens) fits, 2 (9) does not, 1 (3) fits -> 10 tokens
     r = prune(SENTS, SCORES, token_budget=10)
     assert r.kept_indices == (0, 1) and r.kept_tokens == 10
-    assert prune(SENTS, SCORES, token_budget=0).kept_indices == ()
+    with pytest.warns(UserWarning, match="keeps no unit") as caught:
+        assert prune(SENTS, SCORES, token_budget=0).kept_indices == ()
+    assert caught[0].filename == __file__  # attributed to the caller's line, not to scp/prune.py
 
 
 def test_ties_broken_by_position():
@@ -41,6 +43,8 @@ def test_custom_tokenizer_is_named():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(), "exactly one"), (dict(top_k=1, keep_ratio=0.5), "exactly one"), (dict(top_k=0), "top_k"),
     (dict(keep_ratio=1.5), "keep_ratio"), (dict(threshold="median"), "threshold"), (dict(token_budget=-1), "token_budget"),
+    (dict(keep_ratio="0.5"), r"keep_ratio must be a number in \(0, 1\]; got '0.5' \(str\)"),
+    (dict(top_k=2.0), "top_k must be an integer"), (dict(token_budget=True), "token_budget"),
 ])
 def test_bad_criteria(kwargs, match):
     with pytest.raises(ValueError, match=match):

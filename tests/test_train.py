@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from scp.embed import RandomEmbedder
-from scp.features import build_contexts, collate
+from scp.checkpoint import CheckpointError
+from scp.evaluate import SCPRanker
+from scp.features import build_contexts, collate, context_key
+from scp.shapley import derive_seed
 from scp.pruner import ShapleyPruner
 from scp.train import (PointwiseScorer, TrainConfig, build_model, load_checkpoint, pairwise_margin_loss, train,
                        unit_scores)
@@ -104,7 +107,8 @@ def test_checkpoint_round_trip_seed_determinism_and_resume(tmp_path):
     r2 = ShapleyPruner.from_checkpoint(a.best_path, embedder=emb, n_permutations=6, seed=3).rank(
         QUERIES[0], ["the capital of country 0 is city 0", "cats purr", "dogs bark"])
     np.testing.assert_array_equal(r1.values, r2.values)
-    assert r1.n_permutations == 6 and r1.seed == 3
+    units = ["the capital of country 0 is city 0", "cats purr", "dogs bark"]
+    assert r1.n_permutations == 6 and r1.seed == derive_seed(3, context_key(QUERIES[0], units))
 
 
 def test_mismatched_embedder_is_a_clear_error(tmp_path):
@@ -115,7 +119,7 @@ def test_mismatched_embedder_is_a_clear_error(tmp_path):
         ShapleyPruner.from_checkpoint(res.best_path, embedder=RandomEmbedder(32, seed=1))
     with pytest.raises(ValueError, match="-d"):
         load_checkpoint(res.best_path, embed_dim=16)
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(CheckpointError, match="no checkpoint"):
         load_checkpoint(tmp_path / "missing.pt")
 
 
@@ -177,3 +181,97 @@ def test_presets_and_ablation_grids_are_valid_configs():
     assert sum(p.numel() for p in paper.parameters()) == 3_026_433
     with pytest.raises(ValueError, match="preset"):
         config_from_preset("fancy")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    emb = RandomEmbedder(32)
+    tr, va = toy_contexts(emb)
+    out = tmp_path_factory.mktemp("trained")
+    return emb, train(small_config(epochs=1), tr, va, out, emb.id, progress=False)
+
+
+def _damage(path, how):
+    data = bytearray(path.read_bytes())
+    if how == "flipped":
+        middle = len(data) // 2
+        data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+    elif how == "truncated":
+        data = data[:len(data) // 2]
+    elif how == "empty":
+        data = b""
+    elif how == "random":
+        data = np.random.default_rng(0).bytes(len(data))
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("how, match", [("flipped", "corrupted|cannot be read"), ("truncated", "cannot be read"),
+                                        ("empty", "empty"), ("random", "cannot be read")])
+def test_damaged_checkpoints_are_refused_with_one_sentence(trained, tmp_path, how, match):
+    emb, res = trained
+    path = tmp_path / "best.pt"
+    path.write_bytes(res.best_path.read_bytes())
+    load_checkpoint(path)  # intact: loads
+    _damage(path, how)
+    with pytest.raises(CheckpointError, match=match) as info:
+        load_checkpoint(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_weight_bytes_flipped_are_caught_by_the_checksum(trained, tmp_path):
+    """Flip bytes inside a weight tensor's storage (the zip entry parses fine): only the checksum sees it."""
+    emb, res = trained
+    ckpt = torch.load(res.best_path, weights_only=False)
+    ckpt["weights"]["psi.0.weight"][0, :16] += 1.0
+    path = tmp_path / "tampered.pt"
+    torch.save(ckpt, path)
+    with pytest.raises(CheckpointError, match="corrupted"):
+        load_checkpoint(path)
+
+
+def test_resume_needs_a_checkpoint_and_refuses_a_truncated_one(trained, tmp_path):
+    emb, _ = trained
+    tr, va = toy_contexts(emb)
+    with pytest.raises(ValueError, match="cannot resume: no checkpoint"):
+        train(small_config(epochs=2), tr, va, tmp_path / "empty", emb.id, resume=True, progress=False)
+    res = train(small_config(epochs=2), tr, va, tmp_path / "run", emb.id, progress=False, stop_after_epochs=1)
+    _damage(res.last_path, "truncated")
+    with pytest.raises(CheckpointError, match="last.pt cannot be read"):
+        train(small_config(epochs=2), tr, va, tmp_path / "run", emb.id, resume=True, progress=False)
+
+
+def test_pruner_and_batched_ranker_agree_on_an_example(trained):
+    """The same context gets the same Shapley values alone (pruner), in a batch, and at another position."""
+    emb, res = trained
+    pruner = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, n_permutations=8, seed=5)
+    contexts = [[f"the capital of country {i} is city {i}", "cats purr", "dogs bark at night", f"river {i}"][:2 + i]
+                for i in range(3)]
+    queries = QUERIES[:3]
+    batched = SCPRanker(pruner).score_many(queries, contexts)
+    reversed_ = SCPRanker(pruner).score_many(queries[::-1], contexts[::-1])[::-1]
+    for q, units, b, r in zip(queries, contexts, batched, reversed_):
+        alone = pruner.rank(q, units).values
+        np.testing.assert_allclose(b, alone, atol=1e-6)
+        np.testing.assert_allclose(r, alone, atol=1e-6)
+
+
+def test_pruner_validates_before_ranking_and_warns_where_surprising(trained):
+    emb, res = trained
+    pruner = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, n_permutations=4)
+
+    def fail(*args, **kwargs):
+        raise AssertionError("ranked before validating the criterion")
+    pruner.rank = fail
+    for bad in [dict(keep_ratio="0.5"), dict(top_k=0), dict(token_budget=-3), dict()]:
+        with pytest.raises(ValueError, match="keep_ratio|top_k|token_budget|exactly one"):
+            pruner.prune(QUERIES[0], ["a b", "c d"], **bad)
+    pruner = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, n_permutations=4)
+    with pytest.warns(UserWarning, match="no sentence boundary") as caught:
+        out = pruner.prune(QUERIES[0], "one long clause without any full stop", keep_ratio=0.5)
+    assert out.kept_indices == (0,) and caught[0].filename == __file__
+    with pytest.warns(UserWarning, match="keeps no unit"):
+        assert pruner.prune(QUERIES[0], ["the capital of country 0", "cats purr"], token_budget=0).kept_text == ""
+    # exact Shapley beyond the default 16 players, when asked for
+    exact = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="exact",
+                                          estimator_options=dict(max_players=17))
+    assert exact.rank(QUERIES[0], [f"sentence {i}" for i in range(17)]).n_evaluations == 2**17

@@ -1,0 +1,122 @@
+"""The command line on bad input: exit code 2 and one line naming the problem, never a traceback."""
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from scp.cli import main
+
+SHIPPED = "models/scp-hotpotqa-best.pt"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, data_dir):
+    d = tmp_path_factory.mktemp("bad")
+    shipped = open(SHIPPED, "rb").read()
+    (d / "truncated.pt").write_bytes(shipped[:len(shipped) // 2])
+    (d / "empty.pt").write_bytes(b"")
+    (d / "random.pt").write_bytes(np.random.default_rng(0).bytes(4096))
+    flipped = bytearray(shipped)
+    flipped[len(flipped) // 2:len(flipped) // 2 + 64] = bytes(b ^ 0xFF for b in flipped[len(flipped) // 2:][:64])
+    (d / "flipped.pt").write_bytes(bytes(flipped))
+    (d / "notgzip.jsonl.gz").write_text('{"_id": "x"}\n')
+    src = gzip.open(data_dir / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz").read()
+    packed = gzip.compress(src[:200_000])
+    (d / "truncated.jsonl.gz").write_bytes(packed[:len(packed) // 2])
+    (d / "layout.jsonl").write_text(json.dumps({"question": "q", "answer": "a"}) + "\n")
+    (d / "notjson.jsonl").write_text(src.decode().splitlines()[0] + "\n{not json\n")
+    (d / "a_file").write_text("x")
+    (d / "run").mkdir()
+    (d / "run" / "last.pt").write_bytes(shipped[:1000])
+    (d / "empty_run").mkdir()
+    return d
+
+
+EVAL = ["eval", "--dataset", "hotpotqa", "--method", "bm25"]
+SCP = ["eval", "--dataset", "hotpotqa", "--method", "scp", "--limit", "2", "--checkpoint"]
+TRAIN = ["train", "--embedder", "random", "--max-train-examples", "8", "--epochs", "1", "--quiet", "--out"]
+
+CASES = [  # (id, argv with {d} for the temporary folder, words the message must contain, extra environment)
+    ("limit 0", EVAL + ["--limit", "0"], "--limit: must be an integer ≥ 1", {}),
+    ("limit -1", EVAL + ["--limit", "-1"], "--limit: must be an integer ≥ 1", {}),
+    ("truncated checkpoint", SCP + ["{d}/truncated.pt"], "truncated.pt cannot be read", {}),
+    ("empty checkpoint", SCP + ["{d}/empty.pt"], "empty.pt is empty", {}),
+    ("random-byte checkpoint", SCP + ["{d}/random.pt"], "random.pt cannot be read", {}),
+    ("flipped checkpoint", SCP + ["{d}/flipped.pt"], "flipped.pt", {}),
+    ("missing checkpoint", SCP + ["{d}/nope.pt"], "no checkpoint at", {}),
+    ("resume, no checkpoint", TRAIN + ["{d}/empty_run", "--resume"], "--resume: no checkpoint", {}),
+    ("resume, truncated last.pt", TRAIN + ["{d}/run", "--resume"], "last.pt cannot be read", {}),
+    ("non-gzip .gz", EVAL + ["--data", "{d}/notgzip.jsonl.gz"], "notgzip.jsonl.gz: not a valid gzip file", {}),
+    ("truncated .jsonl.gz", EVAL + ["--data", "{d}/truncated.jsonl.gz"], "truncated.jsonl.gz: truncated", {}),
+    ("wrong layout", EVAL + ["--data", "{d}/layout.jsonl"], "layout.jsonl line 1: not in the HotpotQA layout", {}),
+    ("not JSON", EVAL + ["--data", "{d}/notjson.jsonl"], "notjson.jsonl line 2: not valid JSON", {}),
+    ("cache dir is a file", ["eval", "--dataset", "hotpotqa", "--method", "cosine", "--limit", "2"],
+     "must be a directory", {"SCP_CACHE_DIR": "{d}/a_file"}),
+    ("train --out is a file", TRAIN + ["{d}/a_file"], "is a file", {}),
+    ("eval --out is a folder", EVAL + ["--limit", "2", "--out", "{d}/empty_run"], "is a directory", {}),
+    ("scp without checkpoint", ["eval", "--dataset", "hotpotqa", "--method", "scp"], "needs --checkpoint", {}),
+    ("unknown dataset", ["eval", "--dataset", "squad", "--method", "bm25"], "unknown dataset", {}),
+    ("unknown method", ["eval", "--dataset", "hotpotqa", "--method", "bm99"], "unknown method", {}),
+    ("keep ratio 1.5", EVAL + ["--keep", "1.5"], "keep ratios", {}),
+    ("M = 0", TRAIN + ["{d}/x", "--permutations", "0"], "--permutations: must be an integer ≥ 1", {}),
+    ("bad split", EVAL + ["--split", "dev"], "invalid choice: 'dev'", {}),
+]
+
+
+@pytest.mark.parametrize("argv, words, env", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_and_exit_code_2(argv, words, env, files, capsys, monkeypatch):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value.format(d=files))
+    try:
+        code = main([a.format(d=files) for a in argv])
+    except SystemExit as stop:  # argparse errors exit directly
+        code = stop.code
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and words in lines[0], err
+    assert lines[0].startswith("scp ")
+
+
+def test_eval_with_data_scores_the_whole_file_and_writes_under_runs(files, data_dir, tmp_path, monkeypatch, capsys):
+    src = data_dir / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz"
+    mine = tmp_path / "mine.jsonl.gz"
+    with gzip.open(src, "rt") as f, gzip.open(mine, "wt") as g:
+        for _, line in zip(range(15), f):
+            g.write(line)
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "--dataset", "hotpotqa", "--method", "bm25", "--data", str(mine)]) == 0
+    record = json.loads((tmp_path / "runs" / "eval_hotpotqa_bm25_all.json").read_text())
+    assert record["split"] == "all" and record["n_examples"] == 15
+    assert not (tmp_path / "results").exists()
+
+
+def test_interrupted_training_says_what_was_saved(files, monkeypatch, capsys):
+    import scp.train
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(scp.train, "run", interrupted)
+    assert main(TRAIN[:-1] + ["--out", str(files / "fresh")]) == 130
+    assert capsys.readouterr().err.strip() == "scp train: interrupted; no epoch had finished, nothing was saved " \
+                                             "(embeddings computed so far are cached)"
+
+
+def test_sigint_is_one_line_not_a_traceback(tmp_path, data_dir):
+    env = {**os.environ, "SCP_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "scp", "train", "--embedder", "random", "--epochs", "200",
+                             "--out", str(tmp_path / "run"), "--permutations", "4", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc.stdout.readline()  # the config line: imports are done and the command is running
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("scp train: interrupted; ")
