@@ -62,6 +62,7 @@ class TrainConfig:
     batch_size: int = 16
     seed: int = 0
     max_train_examples: int | None = None
+    max_val_examples: int | None = None
 
     def __post_init__(self) -> None:
         self.datasets, self.features = tuple(self.datasets), check_features(self.features)
@@ -344,15 +345,17 @@ def load_split(name: str, split: str, path=None, limit: int | None = None):
     return chosen[:limit] if limit else chosen
 
 
+def split_examples_for(config: TrainConfig, data_path=None):
+    """The training examples (union of the datasets' train splits) and validation examples of ``config``."""
+    path = data_path if len(config.datasets) == 1 else None
+    train_ex = [ex for name in config.datasets for ex in load_split(name, "train", path)]
+    val_ex = load_split(config.val_dataset or config.datasets[0], "validation", path, config.max_val_examples)
+    return train_ex[:config.max_train_examples] if config.max_train_examples else train_ex, val_ex
+
+
 def prepare(config: TrainConfig, embedder, data_path=None, show_progress: bool = False):
     """Train contexts (union of the datasets' train splits) and validation contexts (``val_dataset``)."""
-    train_ex = []
-    for name in config.datasets:
-        train_ex += load_split(name, "train", data_path if len(config.datasets) == 1 else None)
-    if config.max_train_examples:
-        train_ex = train_ex[:config.max_train_examples]
-    val_ex = load_split(config.val_dataset or config.datasets[0], "validation",
-                        data_path if len(config.datasets) == 1 else None)
+    train_ex, val_ex = split_examples_for(config, data_path)
     train_ctx = contexts_from_examples(train_ex, embedder, config.features, config.with_title, show_progress)
     val_ctx = contexts_from_examples(val_ex, embedder, config.features, config.with_title, show_progress)
     return train_ctx, val_ctx, [ex.id for ex in train_ex]
@@ -369,3 +372,25 @@ def run(config: TrainConfig, out_dir, data_path=None, resume: bool = False, prog
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=1))
     return train(config, train_ctx, val_ctx, out_dir, embedder.id, resume=resume, progress=progress, data_ids=ids)
+
+
+def run_name(config: TrainConfig) -> str:
+    """A folder name for ``config``: datasets, model and a hash of every setting."""
+    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True, default=list).encode()).hexdigest()[:10]
+    return f"{'+'.join(config.datasets)}-{config.model}-{digest}"
+
+
+def train_or_load(config: TrainConfig, root, progress: bool = False, cache_dir=None) -> Path:
+    """``best.pt`` of ``config`` under ``root/run_name(config)``: reused when a finished run of this exact config
+    on the same data is there, resumed when one was interrupted, trained otherwise.  Lets notebooks share models
+    without ever using one trained on other settings or data."""
+    out = Path(root) / run_name(config)
+    last, best = out / "last.pt", out / "best.pt"
+    resume = False
+    if last.is_file():
+        state = checkpoint.load(last, CHECKPOINT_FORMAT)
+        ids = [ex.id for ex in split_examples_for(config)[0]]
+        resume = state["config"] == asdict(config) and state["data_hash"] == ids_hash(ids)
+        if resume and state["epoch"] == config.epochs and best.is_file():
+            return best
+    return run(config, out, resume=resume, progress=progress, cache_dir=cache_dir).best_path

@@ -275,3 +275,16 @@ def test_pruner_validates_before_ranking_and_warns_where_surprising(trained):
     exact = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="exact",
                                           estimator_options=dict(max_players=17))
     assert exact.rank(QUERIES[0], [f"sentence {i}" for i in range(17)]).n_evaluations == 2**17
+
+
+def test_train_or_load_reuses_only_the_same_config(tmp_path, data_dir, monkeypatch):
+    from scp import train as train_module
+
+    monkeypatch.setenv("SCP_CACHE_DIR", str(tmp_path / "cache"))
+    config = TrainConfig(embedder="random", query_mode="product_concat", features=("cos",), hidden=8, latent=4,
+                         epochs=1, n_permutations=4, eval_permutations=4, max_train_examples=12, max_val_examples=6)
+    first = train_module.train_or_load(config, tmp_path / "models")
+    stamp = first.stat().st_mtime_ns
+    assert train_module.train_or_load(config, tmp_path / "models") == first and first.stat().st_mtime_ns == stamp
+    other = train_module.train_or_load(TrainConfig(**{**config.__dict__, "seed": 1}), tmp_path / "models")
+    assert other != first and load_checkpoint(other)[1].seed == 1
