@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= embed,notebooks,dev
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup test figures lab bench clean
+.PHONY: setup test figures smoke lab bench clean
 
 setup: $(VENV)/.installed
 
@@ -23,13 +23,15 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 figures: setup
-	$(BIN)/python -m scp.runner --all
+	$(BIN)/scp run all
+
+smoke: setup
+	$(BIN)/scp run all --smoke
 
 bench: setup
 	$(BIN)/python -m scp.bench estimator
 
 lab: setup
-	$(BIN)/pip install -q jupyterlab
 	$(BIN)/jupyter lab notebooks/
 
 clean:

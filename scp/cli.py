@@ -1,4 +1,4 @@
-"""Command line: ``scp eval``, ``scp train`` and ``scp run`` (also ``python -m scp``).
+"""Command line: ``scp eval``, ``scp train`` and ``scp run`` (notebooks; also ``python -m scp``).
 
 Bad input is one line on stderr and exit code 2, never a traceback; Ctrl-C is one line saying what was saved
 (exit code 130).
@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--resume", action="store_true", help="continue from OUT/last.pt (an error if there is none)")
     tr.add_argument("--quiet", action="store_true")
     tr.set_defaults(func=_train)
+
+    from . import runner
+
+    runner.add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
     return parser
 
 

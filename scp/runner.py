@@ -1,68 +1,405 @@
-"""Papermill runner: execute notebooks with their parameter files.
+"""Papermill runner: execute notebooks with their parameter files, in dependency order.
 
-``python -m scp.runner --all`` runs every ``notebooks/<name>.ipynb`` with ``params/<name>.yaml`` (the full run);
-``--smoke`` uses the ``smoke:`` section of the same file instead (tiny values the tests use).  Executed copies
-go to ``runs/`` (ignored by git); notebooks write their own figures under ``figures/`` and tables under
-``results/``.
+``python -m scp.runner NAME… | all [--smoke] [-p key=value …] [--out DIR]``
+
+- Parameters have one source: ``params/NAME.yaml`` holds the full-run values (equal to the defaults of the
+  notebook's ``parameters`` cell, so "Run All" in JupyterLab gives the committed figure; a test keeps them
+  equal) and a ``smoke:`` section of tiny overrides.  Keys that the notebook's ``parameters`` cell does not
+  declare are an error, in the YAML as on the command line; ``-p`` values are read as YAML scalars
+  (``-p seeds=[0,1]``, ``-p delta=0.01``).
+- Every run gets ``out_dir``: the repository root for a full run (the notebook writes ``figures/NAME/`` and
+  ``results/NAME/``), a temporary folder for ``--smoke`` (removed afterwards unless ``--out`` names one), so a
+  smoke run never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and
+  ``runs/smoke/NAME.ipynb`` (``<out>/runs/NAME.ipynb`` when an output folder is given).
+- A failing cell stops the run with one message: notebook, cell index and first line, the error, and where
+  the executed copy is.  ``main`` then exits with status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import re
 import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+PARAMS = ROOT / "params"
+RUNS = ROOT / "runs"
+
+DEPENDS: dict[str, tuple[str, ...]] = {}
+"""Notebooks that must run before a notebook (its inputs), e.g. ``{"05_pruning_curves": ("01_train_value_network",)}``.
+Otherwise notebooks run in the order of their number."""
+
+RUNNER_KEYS = ("out_dir",)
+"""Parameters the runner sets itself; they may not appear in parameter files or ``-p``."""
+
+__all__ = ["DEPENDS", "NotebookFailed", "ParameterError", "RunnerError", "add_subparser", "check_params_in_sync",
+           "load_params", "main", "notebook_defaults", "notebook_names", "notebook_parameters", "order",
+           "parse_overrides", "resolve_params", "run", "run_notebook"]
 
 
-def load_params(name: str, smoke: bool = False, params_dir: Path = ROOT / "params") -> dict:
-    """The full-run parameters of a notebook, or its ``smoke`` overrides applied on top of them."""
-    path = params_dir / f"{name}.yaml"
+class RunnerError(Exception):
+    """A problem the runner reports as one line (``main`` exits with status 1)."""
+
+
+class ParameterError(RunnerError, ValueError):
+    """A parameter file or ``-p`` override that does not fit the notebook's ``parameters`` cell."""
+
+
+@dataclass
+class NotebookFailed(RunnerError):
+    """A cell of a notebook raised: which notebook, which cell, which error, and where the executed copy is."""
+
+    name: str
+    cell_index: int | None
+    cell_source: str
+    ename: str
+    evalue: str
+    executed: Path
+
+    def __str__(self) -> str:
+        first = next((line for line in self.cell_source.splitlines() if line.strip()), "")
+        cell = "a cell" if self.cell_index is None else f"cell {self.cell_index}"
+        return (f"notebook {self.name} failed in {cell} ({first.strip()[:80]!r}): {self.ename}: {self.evalue}\n"
+                f"  executed copy with the full traceback: {_show(self.executed)}")
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+# ------------------------------------------------------------------------------------------ notebooks
+
+def notebook_names(notebooks_dir: Path | None = None) -> list[str]:
+    """Names (file stems) of all notebooks under ``notebooks/``, in reading order (by their number)."""
+    return sorted(p.stem for p in Path(notebooks_dir or NOTEBOOKS).glob("*.ipynb"))
+
+
+def _notebook_path(name: str, notebooks_dir: Path | None = None) -> Path:
+    path = Path(notebooks_dir or NOTEBOOKS) / f"{name}.ipynb"
     if not path.is_file():
-        raise FileNotFoundError(f"no parameter file {path} for notebook {name!r}")
+        known = ", ".join(notebook_names(notebooks_dir)) or "none yet"
+        raise FileNotFoundError(f"no notebook {_show(path)} (known notebooks: {known})")
+    return path
+
+
+def _inspect(name: str, notebooks_dir: Path | None = None) -> dict[str, dict]:
+    import papermill
+
+    path = _notebook_path(name, notebooks_dir)
+    params = papermill.inspect_notebook(str(path))
+    if not params:
+        raise ParameterError(f"notebook {name} has no cell tagged 'parameters' (or papermill could not parse it: "
+                             "no annotations, no '=' in comments)")
+    return params
+
+
+def notebook_parameters(name: str, notebooks_dir: Path | None = None) -> list[str]:
+    """The parameter names declared by the notebook's ``parameters`` cell (papermill's inspection), in order."""
+    return list(_inspect(name, notebooks_dir))
+
+
+def notebook_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str, Any]:
+    """The values written in the notebook's ``parameters`` cell (Python literals), by name."""
+    out = {}
+    for key, info in _inspect(name, notebooks_dir).items():
+        try:
+            out[key] = ast.literal_eval(info["default"])
+        except (ValueError, SyntaxError) as exc:
+            raise ParameterError(f"notebook {name}: parameter {key} = {info['default']} is not a literal") from exc
+    return out
+
+
+def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """``names`` sorted so that each notebook comes after the notebooks it depends on (:data:`DEPENDS`), and
+    otherwise by name (their number).  Dependencies outside ``names`` are not added."""
+    depends = DEPENDS if depends is None else depends
+    todo = sorted(dict.fromkeys(names))
+    done: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(n: str) -> None:
+        if n in done:
+            return
+        if n in visiting:
+            raise RunnerError(f"dependency cycle through notebook {n}")
+        visiting.add(n)
+        for d in sorted(depends.get(n, ())):
+            if d in todo:
+                visit(d)
+        visiting.discard(n)
+        done.append(n)
+
+    for n in todo:
+        visit(n)
+    return done
+
+
+# ----------------------------------------------------------------------------------------- parameters
+
+def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) -> dict:
+    """The full-run parameters of a notebook from ``params/NAME.yaml``, or its ``smoke`` overrides applied on top."""
+    path = Path(params_dir or PARAMS) / f"{name}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"no parameter file {_show(path)} for notebook {name!r}")
     params = yaml.safe_load(path.read_text()) or {}
     if not isinstance(params, dict):
         raise ValueError(f"{path} must hold a mapping of parameter names to values")
     smoke_values = params.pop("smoke", {}) or {}
+    if not isinstance(smoke_values, dict):
+        raise ValueError(f"{path}: the smoke section must be a mapping of parameter names to values")
     return {**params, **smoke_values} if smoke else params
 
 
-def run_notebook(name: str, smoke: bool = False, out_dir: Path = ROOT / "runs", **overrides) -> Path:
-    """Execute ``notebooks/<name>.ipynb`` with papermill and return the executed copy's path."""
+def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
+    """``["key=value", …]`` → ``{key: value}``, each value read as a YAML scalar or flow list (``3``, ``0.5``,
+    ``true``, ``null``, ``[0, 1]``, ``hotpotqa``)."""
+    out = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        key = key.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_]\w*", key):
+            raise ParameterError(f"-p expects key=value with a parameter name as key; got {pair!r}")
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            raise ParameterError(f"-p {key}: cannot read {raw!r} as a YAML value ({exc.problem})") from exc
+    return out
+
+
+def resolve_params(name: str, smoke: bool = False, overrides: Mapping[str, Any] | None = None,
+                   params_dir: Path | None = None, notebooks_dir: Path | None = None) -> dict[str, Any]:
+    """The parameters of one run: ``params/NAME.yaml`` (with ``smoke:`` applied for a smoke run), then ``overrides``.
+
+    Raises:
+        ParameterError: a key in the file, its smoke section or ``overrides`` that the notebook's ``parameters``
+            cell does not declare, or one the runner sets itself (``out_dir``).
+    """
+    declared = notebook_parameters(name, notebooks_dir)
+    if "out_dir" not in declared:
+        raise ParameterError(f"notebook {name}: its parameters cell must declare out_dir = None")
+    path = Path(params_dir or PARAMS) / f"{name}.yaml"
+    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
+    for where, keys in ((_show(path), [k for k in (raw or {}) if k != "smoke"]),
+                        (f"{_show(path)} (smoke section)", list(((raw or {}).get("smoke") or {}))),
+                        ("-p", list(overrides or {}))):
+        unknown = [k for k in keys if k not in declared]
+        if unknown:
+            raise ParameterError(f"{where}: unknown parameter {', '.join(map(repr, unknown))} for notebook {name} "
+                                 f"(its parameters cell declares {', '.join(declared)})")
+        reserved = [k for k in keys if k in RUNNER_KEYS]
+        if reserved:
+            raise ParameterError(f"{where}: {', '.join(reserved)} is set by the runner "
+                                 "(use --out for the output folder)")
+    return {**load_params(name, smoke, params_dir), **(overrides or {})}
+
+
+def check_params_in_sync(name: str, params_dir: Path | None = None, notebooks_dir: Path | None = None) -> None:
+    """Raise :class:`ParameterError` unless ``params/NAME.yaml``'s full-run values equal the defaults written in
+    the notebook's ``parameters`` cell (the same keys, apart from ``out_dir``, with the same values)."""
+    defaults = {k: v for k, v in notebook_defaults(name, notebooks_dir).items() if k not in RUNNER_KEYS}
+    full = load_params(name, False, params_dir)
+    if set(full) != set(defaults):
+        raise ParameterError(f"{name}: params file keys {sorted(full)} differ from the parameters cell's "
+                             f"{sorted(defaults)}")
+    differ = [f"{k}: yaml {full[k]!r} vs notebook {defaults[k]!r}" for k in defaults if full[k] != defaults[k]]
+    if differ:
+        raise ParameterError(f"{name}: its params file and parameters cell disagree ({'; '.join(differ)}); "
+                             "keep them equal")
+
+
+# ------------------------------------------------------------------------------------------------ runs
+
+def _source_cell_index(executed: Path, index: int | None) -> int | None:
+    """Map a cell index of the executed copy (which has papermill's injected cell) to the source notebook's."""
+    if index is None:
+        return None
+    try:
+        import nbformat
+
+        nb = nbformat.read(str(executed), as_version=4)
+        injected = [i for i, c in enumerate(nb.cells) if "injected-parameters" in c.get("metadata", {}).get("tags", [])]
+        return index - sum(1 for i in injected if i < index)
+    except Exception:  # the copy is unreadable: report papermill's index
+        return index
+
+
+def _kernel_manager_class():
+    """A kernel manager that talks to the kernel over IPC sockets in the temporary folder (local only, and no
+    "running over TCP without encryption" warning from ipykernel on every run)."""
+    from uuid import uuid4
+
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self):
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self):
+            return str(Path(tempfile.gettempdir()) / f"scp-kernel-{uuid4().hex[:12]}")
+
+    return IPCKernelManager
+
+
+def run_notebook(name: str, smoke: bool = False, out_dir: str | Path | None = None,
+                 params: Mapping[str, Any] | None = None, executed: str | Path | None = None,
+                 log_output: bool = False, **overrides) -> Path:
+    """Execute ``notebooks/NAME.ipynb`` with papermill and return the executed copy's path.
+
+    Args:
+        name: the notebook's file stem.
+        smoke: use the ``smoke:`` section of ``params/NAME.yaml``.
+        out_dir: where the notebook writes ``figures/`` and ``results/``; ``None``: the repository root for a
+            full run; a smoke run requires a folder (use :func:`run`, which makes a temporary one).
+        params: overrides on top of the parameter file (also accepted as keyword arguments).
+        executed: path of the executed copy; default ``runs/[smoke/]NAME.ipynb``, or ``<out_dir>/runs/NAME.ipynb``
+            when ``out_dir`` is given and is not the repository root.
+        log_output: stream the notebook's output to the terminal.
+
+    Raises:
+        ParameterError: unknown parameter names.
+        NotebookFailed: a cell raised.
+    """
     import papermill
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from papermill.exceptions import PapermillExecutionError
 
-    source = ROOT / "notebooks" / f"{name}.ipynb"
-    if not source.is_file():
-        raise FileNotFoundError(f"no notebook {source}")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    output = out_dir / f"{name}{'.smoke' if smoke else ''}.ipynb"
-    params = {**load_params(name, smoke), **overrides}
-    papermill.execute_notebook(str(source), str(output), parameters=params, cwd=str(ROOT / "notebooks"),
-                               kernel_name="python3", progress_bar=False)
-    return output
+    source = _notebook_path(name)
+    values = resolve_params(name, smoke, {**(params or {}), **overrides})
+    if out_dir is None and smoke:
+        raise RunnerError("a smoke run needs an out_dir (a temporary folder), never the repository's figures/")
+    out = ROOT if out_dir is None else Path(out_dir).expanduser().resolve()
+    if smoke and out == ROOT:
+        raise RunnerError("a smoke run may not write into the repository's figures/ and results/; "
+                          "give it another folder")
+    if executed is None:
+        executed = (RUNS / "smoke" if smoke else RUNS) if out == ROOT else out / "runs"
+        executed = Path(executed) / f"{name}.ipynb"
+    executed = Path(executed)
+    executed.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(str(source), str(executed), parameters={**values, "out_dir": str(out)},
+                                   cwd=str(source.parent), kernel_name="python3", progress_bar=False,
+                                   log_output=log_output, kernel_manager_class=_kernel_manager_class())
+    except PapermillExecutionError as exc:
+        raise NotebookFailed(name, _source_cell_index(executed, exc.cell_index), exc.source or "", exc.ename,
+                             str(exc.evalue), executed) from None
+    except (DeadKernelError, CellTimeoutError) as exc:
+        raise NotebookFailed(name, None, "", type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc) else "",
+                             executed) from None
+    return executed
 
 
-def notebook_names() -> list[str]:
-    return sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+def run(names: str | Sequence[str] = "all", smoke: bool = False, params: Mapping[str, Any] | None = None,
+        out_dir: str | Path | None = None, echo=print) -> dict[str, Path]:
+    """Run notebooks in dependency order, printing each one's name and time; stop at the first failure.
+
+    Args:
+        names: ``"all"``, one name, or a list of names (``"all"`` inside the list also means every notebook).
+        smoke: use each notebook's ``smoke:`` parameters.
+        params: ``-p`` overrides; each key must be declared by at least one of the notebooks run and is given
+            to those that declare it.
+        out_dir: where figures and results go; default the repository root, or for ``smoke`` a temporary
+            folder that is deleted afterwards (pass one to keep the smoke outputs).
+        echo: where progress lines go (``print``; ``None`` for silence).
+
+    Returns:
+        ``{name: executed copy}`` in the order the notebooks ran.
+    """
+    echo = echo or (lambda *a, **k: None)
+    wanted = [names] if isinstance(names, str) else list(names)
+    if "all" in wanted:
+        wanted = notebook_names()
+    for n in wanted:
+        _notebook_path(n)
+    todo = order(wanted)
+    params = dict(params or {})
+    declared = {n: notebook_parameters(n) for n in todo}
+    for key in params:
+        if not any(key in d for d in declared.values()):
+            if len(todo) == 1:
+                resolve_params(todo[0], smoke, {key: params[key]})    # raises, naming the declared parameters
+            raise ParameterError(f"-p {key}: no notebook among {', '.join(todo)} declares a parameter {key!r}")
+    tmp = tempfile.TemporaryDirectory(prefix="scp-smoke-") if smoke and out_dir is None else nullcontext(out_dir)
+    executed: dict[str, Path] = {}
+    with tmp as target:
+        for i, name in enumerate(todo, 1):
+            mine = {k: v for k, v in params.items() if k in declared[name]}
+            extra = "".join(f" {k}={v!r}" for k, v in mine.items())
+            echo(f"[{i}/{len(todo)}] running {name} ({'smoke' if smoke else 'full'} parameters{extra}) ...", flush=True)
+            t0 = time.perf_counter()
+            try:
+                copy = RUNS / "smoke" / f"{name}.ipynb" if smoke and out_dir is None else None
+                executed[name] = run_notebook(name, smoke=smoke, out_dir=target, params=mine, executed=copy)
+            except RunnerError:
+                echo(f"[{i}/{len(todo)}] {name} failed after {time.perf_counter() - t0:.1f} s", flush=True)
+                raise
+            echo(f"[{i}/{len(todo)}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}",
+                 flush=True)
+    return executed
+
+
+# --------------------------------------------------------------------------------------------------- CLI
+
+def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("names", nargs="*", metavar="NAME", help="notebook names (file stems under notebooks/), or all")
+    parser.add_argument("--all", action="store_true", help="run every notebook (same as the name all)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny parameters (the smoke: section) and a temporary output folder")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a parameter (value read as YAML); repeatable")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="write figures/ and results/ here instead (default: the repository, or a temporary "
+                             "folder with --smoke)")
+    parser.set_defaults(func=_cli)
+    return parser
+
+
+def add_subparser(subparsers) -> argparse.ArgumentParser:
+    """Add ``run`` (this runner) to an ``argparse`` sub-command set: ``scp run NAME… | all [--smoke] [-p k=v]``.
+
+    Its handler is stored as ``func`` and returns the exit status: ``args.func(args)``.
+    """
+    return _configure(subparsers.add_parser("run", help="execute notebooks with their parameter files (papermill)",
+                                            description=__doc__.splitlines()[0]))
+
+
+def _cli(args: argparse.Namespace) -> int:
+    names = ["all"] if args.all else args.names
+    if not names:
+        print("error: name the notebooks to run, or all", file=sys.stderr)
+        return 2
+    if names == ["all"] and not notebook_names():
+        print("No notebooks under notebooks/ yet: nothing to run.")
+        return 0
+    try:
+        run(names, smoke=args.smoke, params=parse_overrides(args.param), out_dir=args.out)
+    except (RunnerError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scp.runner", description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="notebook names (without .ipynb)")
-    parser.add_argument("--all", action="store_true", help="run every notebook")
-    parser.add_argument("--smoke", action="store_true", help="tiny parameters (the `smoke:` section)")
+    """``python -m scp.runner NAME… | all [--smoke] [-p key=value …] [--out DIR]``; returns the exit status."""
+    parser = _configure(argparse.ArgumentParser(prog="python -m scp.runner", description=__doc__.splitlines()[0]))
     args = parser.parse_args(argv)
-    names = notebook_names() if args.all else args.names
-    if not names:
-        print("No notebooks to run yet: notebooks/ is empty. The figure notebooks arrive with the notebook issue;"
-              " until then `make figures` has nothing to regenerate.")
-        return 0
-    for name in names:
-        print(f"running {name} ({'smoke' if args.smoke else 'full'} parameters) ...", flush=True)
-        print(f"  -> {run_notebook(name, smoke=args.smoke)}")
-    return 0
+    return args.func(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+import json
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib as mpl  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from scp import plot  # noqa: E402
+from scp.notebook import repo_root  # noqa: E402
+
+
+def _demo_figure():
+    fig, ax = plot.figure("column")
+    samples = np.random.default_rng(0).random((3, 20))
+    plot.band(ax, [10, 20, 50], samples, label="Monte Carlo")
+    plot.band(ax, [10, 20, 50], samples * 2, label="loo", ci="t")
+    ax.set(xscale="log", xlabel="permutations $M$", ylabel=r"$\hat\phi_i$")
+    ax.legend()
+    return fig
+
+
+def test_save_writes_pdf_and_png_where_asked(tmp_path):
+    paths = plot.save(_demo_figure(), "99_demo/error", tmp_path)
+    assert paths == [tmp_path / "figures" / "99_demo" / "error.pdf", tmp_path / "figures" / "99_demo" / "error.png"]
+    pdf, png = (p.read_bytes() for p in paths)
+    assert pdf.startswith(b"%PDF") and png.startswith(b"\x89PNG")
+    assert b"CreationDate" not in pdf and b"ModDate" not in pdf     # no timestamps
+    assert b"/FontFile2" in pdf                                      # TrueType embedded (pdf.fonttype 42)
+    assert b"Software" not in png[:2000]
+    from PIL import Image
+
+    with Image.open(paths[1]) as im:
+        assert round(im.info["dpi"][0]) == plot.DPI
+
+
+def test_rerun_is_byte_identical(tmp_path):
+    first = [p.read_bytes() for p in plot.save(_demo_figure(), "99_demo/error", tmp_path / "a")]
+    mtimes = [p.stat().st_mtime_ns for p in (tmp_path / "a" / "figures" / "99_demo").iterdir()]
+    again = plot.save(_demo_figure(), "99_demo/error", tmp_path / "a")      # a fresh figure, same content
+    assert [p.read_bytes() for p in again] == first
+    assert [p.stat().st_mtime_ns for p in (tmp_path / "a" / "figures" / "99_demo").iterdir()] == mtimes
+    other = plot.save(_demo_figure(), "99_demo/error", tmp_path / "b")
+    assert [p.read_bytes() for p in other] == first
+
+
+def test_save_default_is_the_repository_and_names_must_be_relative(tmp_path):
+    assert plot._target("figures", "00_x/panel", None) == repo_root() / "figures" / "00_x" / "panel"
+    for bad in ("/abs/panel", "../escape", ""):
+        with pytest.raises(ValueError, match="relative path"):
+            plot.save(_demo_figure(), bad, tmp_path)
+
+
+def test_style_and_figure_sizes():
+    fig, ax = plot.figure("column")
+    assert fig.get_size_inches()[0] == pytest.approx(plot.COLUMN_WIDTH)
+    assert fig.get_size_inches()[1] == pytest.approx(plot.COLUMN_WIDTH * 0.62)
+    fig, axes = plot.figure("page", aspect=0.5, ncols=2)
+    assert fig.get_size_inches() == pytest.approx([plot.PAGE_WIDTH, plot.PAGE_WIDTH * 0.5])
+    assert len(axes) == 2
+    assert mpl.rcParams["font.size"] == 8 and mpl.rcParams["pdf.fonttype"] == 42
+    assert not mpl.rcParams["axes.spines.top"] and not mpl.rcParams["axes.spines.right"]
+    with pytest.raises(ValueError, match="kind"):
+        plot.figure("poster")
+    with pytest.raises(ValueError, match="aspect"):
+        plot.figure("column", aspect=0)
+
+
+def test_colors_and_markers_are_fixed_per_method():
+    assert set(plot.COLORS) == set(plot.MARKERS)
+    assert set(plot.COLORS.values()) <= set(plot.OKABE_ITO.values())
+    for method in ("SCP", "pointwise control", "BM25", "MiniLM cosine", "random", "leave-one-out", "exact",
+                   "Monte Carlo"):
+        assert plot.color(method) == plot.COLORS[method]
+    # the methods that share a figure in the paper have distinct colours
+    main = ["SCP", "pointwise control", "BM25", "MiniLM cosine", "random"]
+    assert len({plot.color(m) for m in main}) == len(main)
+    assert plot.color("loo") == plot.color("Leave-One-Out") == plot.COLORS["leave-one-out"]
+    assert plot.marker("mc") == plot.MARKERS["Monte Carlo"]
+    with pytest.raises(KeyError, match="no colour"):
+        plot.color("my new method")
+
+
+def test_band_t_interval_and_bootstrap():
+    x = np.array([1.0, 2.0])
+    samples = np.array([[1.0, 2.0, 3.0, 4.0], [2.0, 2.0, 2.0, np.nan]])
+    fig, ax = plot.figure("column")
+    line, mean, low, high = plot.band(ax, x, samples, label="exact", ci="t")
+    half = stats.t.ppf(0.975, 3) * np.std([1, 2, 3, 4], ddof=1) / 2
+    assert mean == pytest.approx([2.5, 2.0])
+    assert low[0] == pytest.approx(2.5 - half) and high[0] == pytest.approx(2.5 + half)
+    assert low[1] == high[1] == pytest.approx(2.0)                  # nan skipped, no spread
+    assert line.get_color() == plot.color("exact") and line.get_label() == "exact"
+    _, mean_b, low_b, high_b = plot.band(ax, x, samples, label="Monte Carlo")
+    assert (low_b <= mean_b).all() and (mean_b <= high_b).all() and low_b[0] < high_b[0]
+    _, _, low_1, _ = plot.band(ax, [1.0], [[3.0]], label="one sample", color="k")
+    assert math.isnan(low_1[0])                                     # one sample: no band
+    with pytest.raises(ValueError, match="shape"):
+        plot.band(ax, [1, 2, 3], samples, label="x")
+    with pytest.raises(ValueError, match="ci"):
+        plot.band(ax, x, samples, label="x", ci="normal")
+
+
+def test_save_table_writes_csv_and_json_with_provenance(tmp_path):
+    df = pd.DataFrame({"method": ["exact", "loo"], "value": [1 / 3, -0.0], "n": [3, 4],
+                       "vec": [np.array([0.5, 0.25]), np.array([1.0, 0.0])]})
+    prov = {"parameters": {"seed": 0}, "wall_time_s": 1.5}
+    csv_path, json_path = plot.save_table(df, "99_demo/table", tmp_path, provenance=prov)
+    assert csv_path == tmp_path / "results" / "99_demo" / "table.csv"
+    assert json_path == tmp_path / "results" / "99_demo" / "table.json"
+    back = pd.read_csv(csv_path)
+    assert back["value"].tolist() == [1 / 3, 0.0]                   # full precision
+    doc = json.loads(json_path.read_text())
+    assert doc["columns"] == ["method", "value", "n", "vec"]
+    assert doc["rows"][0] == {"method": "exact", "value": 1 / 3, "n": 3, "vec": [0.5, 0.25]}
+    assert doc["provenance"] == prov
+    before = csv_path.read_bytes()
+    plot.save_table(df.to_dict(orient="records"), "99_demo/table", tmp_path, provenance=prov)
+    assert csv_path.read_bytes() == before
+    plot.save_table({"a": [1, 2], "b": ["x", "y"]}, "99_demo/cols", tmp_path)
+    assert (tmp_path / "results" / "99_demo" / "cols.csv").read_text() == "a,b\n1,x\n2,y\n"
+    with pytest.raises(ValueError, match="lengths"):
+        plot.save_table({"a": [1, 2], "b": [1]}, "99_demo/bad", tmp_path)
