@@ -120,3 +120,21 @@ def test_sigint_is_one_line_not_a_traceback(tmp_path, data_dir):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("scp train: interrupted; ")
+
+
+def test_ablate_says_what_it_skipped_and_how_to_rerun(tmp_path, capsys):
+    from scp.ablate import GRIDS, main as ablate_main, save_table
+
+    save_table({name: {"name": name, "status": "ok"} for name in GRIDS["main"]}, tmp_path)
+    assert ablate_main(["main", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert all(f"[main] {name}: already in" in out for name in GRIDS["main"])
+    assert "pass --rerun to retrain them" in out
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5])
+def test_run_eval_refuses_a_bad_limit_before_loading(limit):
+    from scp.evaluate import run_eval
+
+    with pytest.raises(ValueError, match="limit must be an integer ≥ 1"):
+        run_eval("no-such-dataset", "bm25", limit=limit)  # refused before the (unknown) dataset is looked up

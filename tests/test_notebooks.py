@@ -89,20 +89,6 @@ def test_no_function_or_class_defined_in_two_notebooks():
 
 # ------------------------------------------------------------------------------------------------ execution
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory):
-    """Run a notebook once per test module with its smoke parameters; returns (executed copy, out_dir)."""
-    cache = {}
-
-    def get(name):
-        if name not in cache:
-            out = tmp_path_factory.mktemp(name)
-            cache[name] = (run_notebook(name, smoke=True, out_dir=out), out)
-        return cache[name]
-
-    return get
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_and_saves_its_figures(name, smoke_run):
     executed, out = smoke_run(name)
