@@ -619,3 +619,19 @@ def load_dataset(
     if key not in _LOADERS:
         raise ValueError(f"unknown dataset {name!r}; known: {sorted(_LOADERS)} (and aliases {sorted(_ALIASES)})")
     return _LOADERS[key](path, split=split, limit=limit, **kw)
+
+
+def dataset_file(name: str) -> Path | None:
+    """The local file :func:`load_dataset` reads for ``name`` (from ``$SCP_DATA_DIR``), for provenance records.
+
+    Returns:
+        The path, or ``None`` when no such file is there (the loader would then go to the hub).
+
+    Raises:
+        ValueError: for an unknown dataset name.
+    """
+    key = _ALIASES.get(name.lower(), name.lower())
+    if key not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)} (and aliases {sorted(_ALIASES)})")
+    data_dir = os.environ.get(DATA_DIR_ENV)
+    return _find_in_dir(Path(data_dir), DATASETS[key]) if data_dir else None

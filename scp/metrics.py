@@ -100,6 +100,36 @@ def recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], keep_r
     return float(expected / n_pos)
 
 
+def all_recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], keep_ratio: float) -> float:
+    """Probability that every positive unit is among the top k = ⌈keep_ratio·n⌉ units (all-needle recall).
+
+    Ties at the cut are broken at random, as in :func:`recall_at_keep`: if the k-th highest score t is shared
+    by g units of which p are positive and r of the g fit in the top k, all p are kept with probability
+    C(g − p, r − p) / C(g, r) = Π_{j<p} (r − j)/(g − j) (0 when r < p or a positive scores below t).
+
+    Args:
+        scores: one score per unit, higher = keep first.
+        labels: 0/1 per unit (1 = needle / supporting unit).
+        keep_ratio: fraction of the units kept, in [0, 1].
+
+    Returns:
+        A probability in [0, 1]; ``nan`` when there is no positive unit.
+    """
+    if not 0 <= keep_ratio <= 1:
+        raise ValueError(f"keep_ratio must be in [0, 1], got {keep_ratio}")
+    s, y = _scores_labels(scores, labels)
+    if not y.any():
+        return math.nan
+    k = math.ceil(round(keep_ratio * s.size, 9))
+    if k == 0:
+        return 0.0
+    t = np.sort(s)[::-1][k - 1]
+    if (y & (s < t)).any():
+        return 0.0
+    tied, slots, p = int((s == t).sum()), k - int((s > t).sum()), int((y & (s == t)).sum())
+    return float(np.prod([(slots - j) / (tied - j) for j in range(p)])) if slots >= p else 0.0
+
+
 def compression(kept_tokens: int, total_tokens: int) -> float:
     """Fraction of tokens removed: 1 − kept/total (as ``PruneResult.compression_rate``); ``nan`` if total is 0."""
     return 1.0 - keep_rate(kept_tokens, total_tokens)
@@ -202,3 +232,27 @@ def needle_recall(kept_text: str, needles: Sequence[str]) -> float:
     found = [re.search(rf"(?<!\w){re.escape(n.strip())}(?!\w)", kept_text, flags=re.IGNORECASE) is not None
              for n in needles]
     return sum(found) / len(found)
+
+
+def paired_difference(a: Sequence[float], b: Sequence[float], n_boot: int = 1000, seed: int = 0,
+                      ci: float = 0.95) -> Aggregate:
+    """Mean of the per-example differences a_k − b_k with a percentile-bootstrap CI (:func:`aggregate`).
+
+    Both methods are scored on the same examples, so resampling examples (not the two means separately)
+    keeps the pairing and gives the narrower, correct interval for "is A better than B on this data".
+
+    Args:
+        a, b: per-example values of two methods, in the same example order (e.g. pairwise AUCs).
+        n_boot, seed, ci: as in :func:`aggregate`.
+
+    Returns:
+        :class:`Aggregate` of the differences; pairs where either value is ``nan`` are excluded and counted.
+
+    Raises:
+        ValueError: when ``a`` and ``b`` differ in length.
+    """
+    x = np.asarray(a, dtype=np.float64).reshape(-1)
+    y = np.asarray(b, dtype=np.float64).reshape(-1)
+    if x.shape != y.shape:
+        raise ValueError(f"paired values differ in length: {x.size} vs {y.size}")
+    return aggregate(x - y, n_boot=n_boot, seed=seed, ci=ci)

@@ -468,3 +468,15 @@ def test_data_dir_that_does_not_exist_is_named(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
     with pytest.raises(DataUnavailableError, match=r"holds no hotpotqa/hotpotqa_dev_distractor\.jsonl\.gz"):
         load_hotpotqa()
+
+
+def test_dataset_file_names_the_file_the_loader_reads(data_dir, monkeypatch):
+    from scp.data import dataset_file
+
+    monkeypatch.setenv("SCP_DATA_DIR", str(data_dir))
+    assert dataset_file("hotpotqa") == data_dir / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz"
+    assert dataset_file("2wikimultihopqa") == dataset_file("2wiki") and dataset_file("2wiki").is_file()
+    monkeypatch.delenv("SCP_DATA_DIR")
+    assert dataset_file("fever") is None
+    with pytest.raises(ValueError, match="unknown dataset"):
+        dataset_file("imagenet")
