@@ -56,6 +56,11 @@ COLORS = {
     "bound": OKABE_ITO["grey"],
     "least core": OKABE_ITO["vermillion"],
     "other": OKABE_ITO["yellow"],
+    "supporting": OKABE_ITO["vermillion"],
+    "distractor": OKABE_ITO["grey"],
+    "SCP, transferred": OKABE_ITO["reddish purple"],
+    "paper network (3.03M)": OKABE_ITO["black"],
+    "ConvexDeepSets": OKABE_ITO["reddish purple"],
 }
 """Colour of each method, fixed for every figure of the suite."""
 
@@ -73,6 +78,11 @@ MARKERS = {
     "bound": "",
     "least core": "D",
     "other": "P",
+    "supporting": "o",
+    "distractor": "o",
+    "SCP, transferred": "s",
+    "paper network (3.03M)": "P",
+    "ConvexDeepSets": "D",
 }
 """Marker of each method (same keys as :data:`COLORS`)."""
 
@@ -85,11 +95,13 @@ ALIASES = {
     "monte carlo (antithetic)": "Monte Carlo (antithetic)", "random": "random", "shapiq": "shapiq",
     "bound": "bound", "theorem 3.1": "bound",
     "least core": "least core", "least_core": "least core",
+    "paper": "paper network (3.03M)", "paper network": "paper network (3.03M)",
+    "convex": "ConvexDeepSets", "convexdeepsets": "ConvexDeepSets",
 }
 """Lower-case spellings accepted by :func:`color` and :func:`marker`, mapped to the keys of :data:`COLORS`."""
 
 __all__ = ["ALIASES", "COLORS", "COLUMN_WIDTH", "DPI", "FONT_SIZE", "MARKERS", "OKABE_ITO", "PAGE_WIDTH", "band",
-           "canonical", "color", "figure", "marker", "save", "save_table", "style"]
+           "canonical", "color", "draw_tree", "figure", "marker", "save", "save_table", "style", "tree_layout"]
 
 
 def canonical(method: str) -> str | None:
@@ -306,3 +318,85 @@ def save_table(table, name: str, out_dir: str | Path | None = None, provenance: 
     base = _target("results", name, out_dir)
     return [_write_if_changed(base.with_name(f"{base.name}.csv"), text.getvalue().encode()),
             _write_if_changed(base.with_name(f"{base.name}.json"), (json.dumps(doc, indent=1) + "\n").encode())]
+
+
+# ---------------------------------------------------------------------------------------------- trees
+
+def tree_layout(root) -> tuple[dict, list[tuple]]:
+    """Positions for drawing a context tree (:class:`scp.theory.ContextNode`) with its players as leaves.
+
+    Every player hangs below the smallest node that holds it; players are laid out left to right in
+    depth-first order (children before the node's own players), all on the bottom row, and each node sits
+    above the mean of its children, one row per depth (the root at y = 0, deeper rows at y = −1, −2, …).
+
+    Args:
+        root: the tree's root node (``players``, ``children``).
+
+    Returns:
+        ``(positions, edges)``: ``positions`` maps each node's player set (a frozenset) and each player (an int)
+        to ``(x, y)``; ``edges`` lists ``(parent, child)`` keys, nodes before their players.
+    """
+    depth_of, order = {}, []
+
+    def visit(node, depth):
+        depth_of[node.players] = depth
+        order.append(node)
+        for child in node.children:
+            visit(child, depth + 1)
+
+    visit(root, 0)
+    bottom = -(max(depth_of.values()) + 1)
+    positions, edges, next_x = {}, [], [0]
+
+    def place(node):
+        xs = []
+        for child in node.children:
+            edges.append((node.players, child.players))
+            xs.append(place(child))
+        own = sorted(set(node.players) - set().union(*(c.players for c in node.children)))
+        for player in own:
+            positions[player] = (float(next_x[0]), float(bottom))
+            next_x[0] += 1
+            edges.append((node.players, player))
+            xs.append(positions[player][0])
+        positions[node.players] = (float(np.mean(xs)) if xs else float(next_x[0]), float(-depth_of[node.players]))
+        return positions[node.players][0]
+
+    place(root)
+    return positions, edges
+
+
+def draw_tree(ax, root, leaf_labels: Mapping[int, str] | None = None, leaf_colors: Mapping[int, str] | None = None,
+              node_label=None, fontsize: float = FONT_SIZE - 1):
+    """Draw a context tree as a tree: nodes as dots labelled by ``node_label(players)`` (default the number of
+    players), players as coloured leaves with their labels rotated below.  Uses :func:`tree_layout`.
+
+    Args:
+        ax: a matplotlib axes (its axis lines are turned off).
+        root: the root :class:`scp.theory.ContextNode`.
+        leaf_labels: text under each player (default its index).
+        leaf_colors: colour of each player's dot (default grey).
+        node_label: a function of a node's frozenset of players returning its label (``None``: ``|S|``).
+        fontsize: size of the labels.
+
+    Returns:
+        The ``positions`` of :func:`tree_layout`.
+    """
+    positions, edges = tree_layout(root)
+    grey = OKABE_ITO["grey"]
+    for parent, child in edges:
+        (x0, y0), (x1, y1) = positions[parent], positions[child]
+        ax.plot([x0, x1], [y0, y1], color=grey, lw=0.8, zorder=1)
+    for key, (x, y) in positions.items():
+        if isinstance(key, frozenset):
+            ax.scatter([x], [y], s=40, color=OKABE_ITO["black"], zorder=2)
+            text = str(len(key)) if node_label is None else node_label(key)
+            ax.annotate(text, (x, y), xytext=(4, 3), textcoords="offset points", fontsize=fontsize)
+        else:
+            c = (leaf_colors or {}).get(key, grey)
+            ax.scatter([x], [y], s=30, color=c, zorder=2, edgecolor="white", linewidth=0.5)
+            ax.annotate((leaf_labels or {}).get(key, str(key)), (x, y), xytext=(0, -6), textcoords="offset points",
+                        rotation=90, ha="center", va="top", fontsize=fontsize, color=c)
+    ax.set_axis_off()
+    return positions
+

@@ -1,0 +1,88 @@
+"""scp.budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability."""
+
+import numpy as np
+import pytest
+import torch
+
+from scp.budget import batched_scores, max_abs_errors, repeated_monte_carlo, topk_set, topk_stability
+from scp.features import build_contexts
+from scp.games import TableGame, ValueNetGame
+from scp.shapley import ShapleyResult, exact, monte_carlo
+from scp.value_net import DeepSetsValue
+
+
+def small_net(n_extra=2):
+    torch.manual_seed(0)
+    return DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product_concat", n_extra=n_extra,
+                         skip=True).eval()
+
+
+def net_game(n=7, seed=0):
+    rng = np.random.default_rng(seed)
+    return ValueNetGame(small_net(), rng.normal(size=(n, 8)), rng.normal(size=8), rng.normal(size=(n, 2)),
+                        cache_psi=True)
+
+
+def test_repeated_equals_one_at_a_time_on_the_fast_path_and_counts_evaluations():
+    game, seeds = net_game(), [3, 11, 12]
+    batch = repeated_monte_carlo(game, 20, seeds)
+    for s, r in zip(seeds, batch):
+        single = monte_carlo(game, 20, seed=s)
+        np.testing.assert_allclose(r.values, single.values, atol=1e-6)
+        assert r.seed == s and r.n_permutations == 20
+        assert r.n_evaluations == single.n_evaluations == 20 * (game.n_players - 1) + 2
+    assert not np.allclose(batch[0].values, batch[1].values)          # different seeds, different draws
+
+
+def test_repeated_falls_back_for_other_games_and_needs_seeds():
+    game = TableGame.random(5, seed=1)
+    out = repeated_monte_carlo(game, 10, [0, 1])
+    np.testing.assert_array_equal(out[1].values, monte_carlo(game, 10, seed=1).values)
+    with pytest.raises(ValueError, match="seed"):
+        repeated_monte_carlo(game, 10, [])
+
+
+def test_errors_shrink_with_the_budget_and_match_the_definition():
+    game = net_game(n=6, seed=2)
+    phi = exact(game).values
+    few, many = (max_abs_errors(repeated_monte_carlo(game, m, range(30)), phi) for m in (2, 200))
+    assert few.shape == (30,) and many.mean() < few.mean()
+    est = ShapleyResult(values=phi + np.array([0, 0.1, -0.3, 0, 0, 0]), n_evaluations=1, method="x")
+    assert max_abs_errors([est], phi)[0] == pytest.approx(0.3)
+
+
+def test_topk_set_and_stability():
+    assert topk_set([0.1, 0.5, 0.5, 0.2], 2) == {1, 2}
+    assert topk_set([1.0, 1.0, 1.0], 2) == {0, 1}                      # ties towards the lower index
+    with pytest.raises(ValueError):
+        topk_set([1.0, 2.0], 3)
+    truth = np.array([0.9, 0.8, 0.1, 0.0])
+    ests = [ShapleyResult(values=v, n_evaluations=1, method="x")
+            for v in ([0.9, 0.7, 0.2, 0.0], [0.9, 0.1, 0.8, 0.0], [0.5, 0.6, 0.1, 0.2], [1, 1, 0, 0])]
+    assert topk_stability(ests, truth, 2) == 0.75
+    assert topk_stability(ests, truth, 1) == 0.75                     # the third puts player 1 first
+
+
+class _Words:
+    """A deterministic toy embedder (what build_contexts needs: encode(texts, …) -> (k, d))."""
+
+    dim = 8
+
+    def encode(self, texts, batch_size=256, show_progress=False):
+        rows = [np.random.default_rng(sum(map(ord, t))).normal(size=self.dim) for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+
+def test_batched_scores_keep_the_order_and_equal_single_context_scores():
+    net = small_net()
+    units = [[f"u{k}-{i}" for i in range(n)] for k, n in enumerate([5, 2, 7, 3])]
+    contexts = build_contexts([f"q{k}" for k in range(4)], units, _Words(), ("cos", "bm25z"))
+    scores = batched_scores(net, contexts, 10, seed=4, batch_size=2)
+    assert [s.shape[0] for s in scores] == [5, 2, 7, 3]
+    for c, s in zip(contexts, scores):
+        alone = batched_scores(net, [c], 10, seed=4)[0]
+        np.testing.assert_allclose(s, alone, atol=1e-5)
+        with torch.no_grad():                                          # efficiency: Σφ = v(N) − v(∅)
+            full = net(c.units[None], c.query[None], None, c.extra[None])[0]
+            empty = net(c.units[None], c.query[None], torch.zeros(1, c.n_units, dtype=torch.bool), c.extra[None])[0]
+        assert s.sum() == pytest.approx(float(full - empty), abs=1e-5)
