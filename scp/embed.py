@@ -22,6 +22,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import logging
 import os
 import re
 import socket
@@ -346,8 +347,13 @@ class WordLlamaEmbedder(Embedder):
 
     def _load(self) -> Any:
         if self._model is None:
-            from wordllama import WordLlama
+            root = logging.getLogger()
+            level, handlers = root.level, list(root.handlers)
+            from wordllama import WordLlama  # its import calls logging.basicConfig(level=INFO): undone below
 
+            root.setLevel(level)
+            for handler in [h for h in root.handlers if h not in handlers]:
+                root.removeHandler(handler)
             try:
                 self._model = WordLlama.load(cache_dir=self._package_dir, disable_download=True,
                                              trunc_dim=None if self.dim == 256 else self.dim)

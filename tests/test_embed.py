@@ -1,3 +1,4 @@
+import logging
 import os
 import re
 import time
@@ -100,6 +101,17 @@ def test_wordllama_loads_offline_normalised():
     assert small.encode(["Paris"]).shape == (1, 64) and small.id != emb.id
     with pytest.raises(ValueError):
         WordLlamaEmbedder(dim=100)
+
+
+def test_wordllama_leaves_the_root_logger_alone():
+    # wordllama's import calls logging.basicConfig(level=INFO), which floods notebooks with fontTools' INFO lines
+    import subprocess
+    import sys
+
+    code = ("import logging; from scp.embed import get_embedder; get_embedder('wordllama').encode(['a b']); "
+            "root = logging.getLogger(); print(root.level, len(root.handlers))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [str(logging.WARNING), "0"]
 
 
 def test_tfidf_requires_fit_and_hashes_corpus():
