@@ -111,13 +111,18 @@ def test_interrupted_training_says_what_was_saved(files, monkeypatch, capsys):
 
 def test_sigint_is_one_line_not_a_traceback(tmp_path, data_dir):
     env = {**os.environ, "SCP_CACHE_DIR": str(tmp_path / "cache")}
+    # a shell that starts a job in the background (as CI may) ignores SIGINT for it: restore the default
     proc = subprocess.Popen([sys.executable, "-m", "scp", "train", "--embedder", "random", "--epochs", "200",
                              "--out", str(tmp_path / "run"), "--permutations", "4", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    proc.stdout.readline()  # the config line: imports are done and the command is running
-    time.sleep(2)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        proc.stdout.readline()  # the config line: imports are done and the command is running
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("scp train: interrupted; ")
 
