@@ -213,6 +213,14 @@ def training_environment(device: torch.device) -> dict:
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
+def inputs_fingerprint(train_contexts: Sequence[Context], val_contexts: Sequence[Context]) -> str:
+    """sha256 of every tensor training reads (embeddings, features, labels): equal fingerprints mean the same
+    inputs to the bit.  Embeddings of the same texts can differ in the last bits when a model encodes them in
+    other batches (padding), so a cold embedding cache may give other inputs than a warm one."""
+    return checkpoint.content_checksum({"contexts": [(c.units, c.query, c.extra, c.labels)
+                                                     for c in (*train_contexts, *val_contexts)]})
+
+
 def weights_fingerprint(model: nn.Module) -> str:
     """sha256 of the weights alone: equal fingerprints mean bit-identical networks."""
     return checkpoint.content_checksum({"weights": model.state_dict()})
@@ -275,7 +283,8 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
     meta = {"format": CHECKPOINT_FORMAT, "config": asdict(config), "embedder_id": embedder_id, "embed_dim": embed_dim,
             "data_hash": ids_hash(data_ids if data_ids is not None else [c.id for c in train_contexts]),
             "n_train": len(train_contexts), "n_val": len(val_contexts),
-            "n_params": sum(p.numel() for p in model.parameters()), "environment": training_environment(device)}
+            "n_params": sum(p.numel() for p in model.parameters()), "environment": training_environment(device),
+            "inputs_fingerprint": inputs_fingerprint(train_contexts, val_contexts)}
     history, best_auc, start_epoch, seconds = [], -1.0, 0, 0.0
     last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
     if resume:
