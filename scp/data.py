@@ -427,6 +427,11 @@ def _musique_example(record: dict[str, Any], granularity: Granularity) -> Exampl
             "hop_type": ex_id.split("__")[0],
             "answerable": bool(record.get("answerable", True)),
             "supporting_paragraphs": tuple(i for i, p in enumerate(record["paragraphs"]) if p["is_supporting"]),
+            # the single-hop sub-questions ("#k" refers to hop k's answer) with their answers and paragraphs
+            "decomposition": tuple(
+                {"question": str(d["question"]).strip(), "answer": str(d["answer"]).strip(),
+                 "paragraph": int(d["paragraph_support_idx"])}
+                for d in record.get("question_decomposition") or () if d.get("paragraph_support_idx") is not None),
         },
     )
 

@@ -163,6 +163,9 @@ def test_musique_sentence_labels_propagate_from_paragraphs(env_data: Path) -> No
         assert par.id == sen.id and par.granularity == "paragraph" and sen.granularity == "sentence"
         assert par.n_units == 20 and sen.n_units > par.n_units
         assert par.meta["supporting_paragraphs"] == tuple(i for i, y in enumerate(par.labels) if y)
+        hops = par.meta["decomposition"]   # one single-hop question per supporting paragraph, the last answers
+        assert sorted(h["paragraph"] for h in hops) == list(par.meta["supporting_paragraphs"])
+        assert hops[-1]["answer"] == par.answers[0] and all(h["question"] and h["answer"] for h in hops)
         for pid, (text, label) in enumerate(zip(par.units, par.labels)):
             idx = [i for i, p in enumerate(sen.paragraph_ids) if p == pid]
             assert idx, "every paragraph yields at least one sentence"
