@@ -26,9 +26,11 @@ import torch  # noqa: E402
 
 import scp.llm as llm  # noqa: E402
 from scp.llm import (  # noqa: E402
+    EMPTY_CONTEXT,
     PROMPT,
     LocalReader,
     OpenAIReader,
+    answer_and_logprob,
     answer_logprob,
     ecs_utility,
     render_prompt,
@@ -93,6 +95,23 @@ def test_teacher_forced_logprobs_equal_a_direct_forward_pass(lm):
     assert dist.shape == (len(lm.answer_ids(answers[0])), lm.model.config.vocab_size)
     np.testing.assert_allclose(np.exp(dist).sum(1), 1.0, atol=1e-4)
     np.testing.assert_allclose(dist, direct[0][1], atol=1e-3)
+
+
+def test_one_prefill_gives_the_same_answers_and_logprobs_as_two_calls(lm):
+    # prompts of different lengths in one batch (left padding), an empty context, answers of 1..4 tokens
+    questions = [QUESTION, QUESTION, "What does Zorbia export?", QUESTION]
+    contexts = [TRIVIAL, BASE + [FACT], BASE, []]
+    answers = ["Plimton", "The capital is Oslo.", "wool", "Plimton"]
+    expected = [direct_logprob(lm, q, c, a)[0] for q, c, a in zip(questions, contexts, answers)]
+    separate = lm.answer(questions, [c or EMPTY_CONTEXT for c in contexts])
+    together, logprobs = answer_and_logprob(lm, questions, contexts, answers, allow_empty_context=True)
+    assert [a.text for a in together] == [a.text for a in separate]
+    assert [a.tokens for a in together] == [a.tokens for a in separate]
+    assert [a.finish_reason for a in together] == [a.finish_reason for a in separate]
+    assert [a.prompt for a in together] == [a.prompt for a in separate]
+    np.testing.assert_allclose(logprobs, expected, atol=1e-3)
+    with pytest.raises(ValueError, match="contexts\\[0\\] is empty"):
+        answer_and_logprob(lm, [QUESTION], [[]], ["Plimton"])
 
 
 def test_ecs_utility_is_near_zero_for_an_irrelevant_update_and_positive_for_the_answer(lm):
