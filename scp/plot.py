@@ -61,6 +61,14 @@ COLORS = {
     "SCP, transferred": OKABE_ITO["reddish purple"],
     "paper network (3.03M)": OKABE_ITO["black"],
     "ConvexDeepSets": OKABE_ITO["reddish purple"],
+    "full context": OKABE_ITO["black"],
+    "closed book": OKABE_ITO["yellow"],
+    "MaxShapley": OKABE_ITO["vermillion"],
+    "MaxShapley (embeddings)": OKABE_ITO["bluish green"],
+    "KernelSHAP": OKABE_ITO["sky blue"],
+    "ECS": OKABE_ITO["reddish purple"],
+    "ECS (trajectory divergence)": OKABE_ITO["orange"],
+    "TF-IDF": OKABE_ITO["sky blue"],
 }
 """Colour of each method, fixed for every figure of the suite."""
 
@@ -83,6 +91,14 @@ MARKERS = {
     "SCP, transferred": "s",
     "paper network (3.03M)": "P",
     "ConvexDeepSets": "D",
+    "full context": "*",
+    "closed book": "P",
+    "MaxShapley": "h",
+    "MaxShapley (embeddings)": "^",
+    "KernelSHAP": "P",
+    "ECS": "D",
+    "ECS (trajectory divergence)": "P",
+    "TF-IDF": "x",
 }
 """Marker of each method (same keys as :data:`COLORS`)."""
 
@@ -97,6 +113,8 @@ ALIASES = {
     "least core": "least core", "least_core": "least core",
     "paper": "paper network (3.03M)", "paper network": "paper network (3.03M)",
     "convex": "ConvexDeepSets", "convexdeepsets": "ConvexDeepSets",
+    "full": "full context", "closed-book": "closed book", "maxshapley": "MaxShapley", "kernelshap": "KernelSHAP",
+    "ecs": "ECS", "tfidf": "TF-IDF", "tf-idf": "TF-IDF",
 }
 """Lower-case spellings accepted by :func:`color` and :func:`marker`, mapped to the keys of :data:`COLORS`."""
 
