@@ -53,20 +53,11 @@ def method_scores(examples: Sequence, method: str, checkpoints: Mapping[str, str
     ``checkpoints`` maps ``"best"``/``"pointwise"`` to trained networks (``scp`` and ``scp-loo`` score with
     ``best``, ``pointwise`` with ``pointwise``).  A model that cannot be loaded raises
     :class:`scp.errors.ModelUnavailableError`."""
-    from .evaluate import make_ranker
-    from .reranking import METHODS, PRESET_OF
+    from .reranking import method_ranker
 
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if not examples:
         raise ValueError("no examples to score")
-    checkpoint = None
-    if method in PRESET_OF:
-        if not checkpoints or PRESET_OF[method] not in checkpoints:
-            raise ValueError(f"method {method!r} needs checkpoints[{PRESET_OF[method]!r}]")
-        checkpoint = str(checkpoints[PRESET_OF[method]])
-    ranker = make_ranker("scp" if method == "pointwise" else method, checkpoint, cache_dir=cache_dir,
-                         n_permutations=n_permutations, seed=seed)
+    ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed, cache_dir=cache_dir)
     return ranker.score_many([ex.query for ex in examples], [ex.unit_texts(with_title=with_title)
                                                              for ex in examples])
 

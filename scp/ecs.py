@@ -292,17 +292,10 @@ def unit_scores(examples: Sequence, method: str, checkpoints: Mapping[str, Any] 
     queries = [ex.query for ex in examples]
     if method == "tfidf":
         return [tfidf_scores(q, u) for q, u in zip(queries, units_list)]
-    if method == "bm25":
-        from .baselines import get_ranker
+    if method in ("bm25", "scp", "pointwise"):
+        from .reranking import method_ranker
 
-        return get_ranker("bm25").score_many(queries, units_list)
-    if method in ("scp", "pointwise"):
-        from .evaluate import make_ranker
-
-        preset = "best" if method == "scp" else "pointwise"
-        if not checkpoints or preset not in checkpoints:
-            raise ValueError(f"method {method!r} needs checkpoints[{preset!r}]")
-        ranker = make_ranker("scp", str(checkpoints[preset]), n_permutations=n_permutations, seed=seed)
+        ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed)
         return ranker.score_many(queries, units_list)
     raise ValueError(f"unknown method {method!r}; choose one of ('tfidf', 'bm25', 'scp', 'pointwise')")
 

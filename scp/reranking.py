@@ -43,8 +43,9 @@ DATASET_NAMES = {"hotpotqa": "HotpotQA", "2wiki": "2Wiki", "musique": "MuSiQue",
 PRESET_OF = {"scp": "best", "scp-loo": "best", "pointwise": "pointwise"}
 """Which trained network a model-based method scores with (a key of ``checkpoints``)."""
 
-__all__ = ["DATASET_NAMES", "LABELS", "METHODS", "PLOT_KEYS", "PRESET_OF", "ci_text", "evaluate_method", "keep_ratio_rows", "load_test_split",
-           "metric_matrix", "paired_rows", "per_dataset_config", "summary_row", "train_checkpoints", "verdict"]
+__all__ = ["DATASET_NAMES", "LABELS", "METHODS", "PLOT_KEYS", "PRESET_OF", "ci_text", "evaluate_method", "keep_ratio_rows",
+           "load_test_split", "method_ranker", "metric_matrix", "paired_rows", "per_dataset_config", "summary_row",
+           "train_checkpoints", "verdict"]
 
 
 def load_test_split(dataset: str, granularity: str | None = None, limit: int | None = None) -> list:
@@ -98,6 +99,24 @@ def train_checkpoints(datasets: Iterable[str], presets: Iterable[str], root, ove
             for d in datasets for p in presets}
 
 
+def method_ranker(method: str, checkpoints: Mapping[str, str | Path] | None = None, *, n_permutations: int = 50,
+                  seed: int = 0, cache_dir=None):
+    """The :class:`scp.baselines.Ranker` of one method of :data:`METHODS`.
+
+    ``scp`` and ``scp-loo`` score with ``checkpoints["best"]``, ``pointwise`` with ``checkpoints["pointwise"]``
+    (:data:`PRESET_OF`); the others need no checkpoint.  A model that cannot be loaded here raises
+    :class:`scp.errors.ModelUnavailableError`."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    checkpoint = None
+    if method in PRESET_OF:
+        if not checkpoints or PRESET_OF[method] not in checkpoints:
+            raise ValueError(f"method {method!r} needs checkpoints[{PRESET_OF[method]!r}]")
+        checkpoint = str(checkpoints[PRESET_OF[method]])
+    name = "scp" if method == "pointwise" else method
+    return make_ranker(name, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
+
+
 def evaluate_method(examples: Sequence, method: str, checkpoints: Mapping[str, str | Path] | None = None,
                     with_title: bool = True, keep_ratios: Sequence[float] = (0.5,), n_permutations: int = 50,
                     seed: int = 0, n_boot: int = 1000, cache_dir=None) -> dict:
@@ -119,18 +138,10 @@ def evaluate_method(examples: Sequence, method: str, checkpoints: Mapping[str, s
         The evaluation record with ``method`` set to ``method``; ``status`` is ``"ok"``, or ``"n/a"`` with a
         ``reason`` when the model raised :class:`scp.errors.ModelUnavailableError`.
     """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if not examples:
         raise ValueError("no examples to evaluate")
-    checkpoint = None
-    if method in PRESET_OF:
-        if not checkpoints or PRESET_OF[method] not in checkpoints:
-            raise ValueError(f"method {method!r} needs checkpoints[{PRESET_OF[method]!r}]")
-        checkpoint = str(checkpoints[PRESET_OF[method]])
-    name = "scp" if method == "pointwise" else method
     try:
-        ranker = make_ranker(name, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
+        ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed, cache_dir=cache_dir)
         result = evaluate(examples, ranker, with_title, keep_ratios, n_boot=n_boot, seed=seed)
     except ModelUnavailableError as error:
         result = unavailable(method, error, with_title, examples[0].dataset)
