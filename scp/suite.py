@@ -4,19 +4,23 @@ caption, and its measured wall time.
 ``python -m scp.suite`` rewrites ``figures/README.md`` (the gallery) and the table between the ``suite-table``
 markers of ``README.md`` from what is on disk: the figures under ``figures/NAME/`` and the ``wall_time_s`` that
 each notebook's result tables carry in their provenance (written by the notebook itself, so no number here is
-typed by hand).  A figure without a caption is an error: every figure says what it shows.
+typed by hand), beside the times of one ``make figures`` in a fresh clone (empty caches), which
+``python -m scp.suite --cold-run CLONE`` reads from the clone's executed notebooks into :data:`COLD_RUN`.  A
+figure without a caption is an error: every figure says what it shows.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["NOTEBOOKS", "CAPTIONS", "wall_time", "gallery", "readme_table", "main"]
+__all__ = ["NOTEBOOKS", "CAPTIONS", "COLD_RUN", "wall_time", "run_durations", "record_cold_run", "cold_run_time",
+           "gallery", "readme_table", "main"]
 
 NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper figure / table it regenerates)
     "00_cooperative_games_tutorial": ("Shapley values by hand, the axioms, Monte Carlo vs Theorem 3.1, core",
@@ -31,6 +35,12 @@ NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper f
     "07_convex_deepsets": ("ConvexDeepSets vs Deep Sets; supermodularity violations", "Table 22"),
     "08_landscape_of_context": ("exact Shapley, core, tight sets, context tree, Harsanyi dividends", "Fig. 5"),
     "09_compression_and_transfer": ("keep-ratio sweep and cross-domain training", "Table 12 style"),
+    "10_downstream_qa": ("a real reader (SmolLM2-135M offline) answers from pruned contexts: EM, F1, log P(a*)",
+                         "Table 4, Table 12, Fig. 3b/c"),
+    "11_maxshapley": ("MaxShapley vs FullShapley, LOO, Monte Carlo, KernelSHAP: Jaccard@K and τ_b against LM cost",
+                      "MaxShapley paper (companion), MuSiQue"),
+    "12_entropic_context_shaping": ("Entropic Context Shaping: greedy LM-utility evidence selection vs TF-IDF, "
+                                    "BM25, SCP", "ECS paper (companion)"),
 }
 
 CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
@@ -78,6 +88,20 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
     "09_compression_and_transfer/keep_ratio_sweep": "Recall, keep rate and token compression against keep ratio.",
     "09_compression_and_transfer/cross_domain_auc":
         "Cross-domain training (MS MARCO, FEVER → HotpotQA) for SCP and the pointwise control: test AUC (95% CI).",
+    "10_downstream_qa/qa_by_method":
+        "The reader's answer F1 and log P(gold answer) from the context each pruner keeps at r = 0.5, beside the "
+        "full context and closed book (95% CI over questions).",
+    "10_downstream_qa/keep_ratio_sweep": "Answer F1 and log P(gold answer) against the keep ratio (95% bands).",
+    "11_maxshapley/attribution_vs_cost":
+        "MaxShapley (LM and MiniLM relevance) against FullShapley (exact), leave-one-out, Monte Carlo, antithetic Monte "
+        "Carlo and KernelSHAP on MuSiQue with n = 6 sources: Jaccard@K with the gold sources and Kendall τ_b with "
+        "FullShapley against LM tokens and calls per question (95% CI).",
+    "12_entropic_context_shaping/f1_matched":
+        "Evidence-selection F1 when each baseline keeps as many sentences as ECS selected, per ECS variant "
+        "(gold answer a* / the reader's own answer y), HotpotQA and 2Wiki (95% CI).",
+    "12_entropic_context_shaping/prf_vs_k":
+        "Precision, recall and F1 of the first k greedy ECS picks and each baseline's top k, all from the same BM25 "
+        "candidate pool (95% CI).",
 }
 
 
@@ -94,6 +118,50 @@ def wall_time(name: str, root: Path = ROOT) -> float | None:
         if isinstance(provenance.get("wall_time_s"), (int, float)):
             times.append(provenance["wall_time_s"])
     return max(times) if times else None
+
+
+COLD_RUN = Path("results") / "suite" / "cold_run.json"
+"""Where :func:`record_cold_run` keeps the per-notebook times of one ``make figures`` in a fresh clone."""
+
+
+def run_durations(runs_dir: Path) -> dict[str, float]:
+    """Seconds papermill spent on each executed notebook in ``runs_dir`` (``metadata.papermill.duration``)."""
+    out = {}
+    for path in sorted(Path(runs_dir).glob("*.ipynb")):
+        duration = (json.loads(path.read_text()).get("metadata", {}).get("papermill") or {}).get("duration")
+        if isinstance(duration, (int, float)):
+            out[path.stem] = float(duration)
+    return out
+
+
+def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
+    """Write :data:`COLD_RUN` from the executed notebooks of a ``make figures`` run in ``clone`` (a fresh
+    clone, started with an empty embedding cache and no trained models): each notebook's time, their sum,
+    the clone's commit and ``note`` (the conditions of the run)."""
+    from .notebook import git_commit, jsonable
+
+    clone = Path(clone)
+    durations = {name: seconds for name, seconds in run_durations(clone / "runs").items() if name in NOTEBOOKS}
+    if not durations:
+        raise ValueError(f"{clone / 'runs'} holds no executed notebook of the suite: run `make figures` there first")
+    record = {"notebooks": durations, "total_s": sum(durations.values()), "git": git_commit(clone),
+              "cpu_count": os.cpu_count(), "note": note}
+    target = root / COLD_RUN
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(jsonable(record), indent=1) + "\n")
+    return target
+
+
+def cold_run_time(name: str, root: Path = ROOT) -> float | None:
+    """Seconds of ``name`` in the recorded fresh-clone run (:data:`COLD_RUN`), if it ran there."""
+    path = root / COLD_RUN
+    return json.loads(path.read_text())["notebooks"].get(name) if path.is_file() else None
+
+
+def _minutes(seconds: float | None, missing: str) -> str:
+    if seconds is None:
+        return missing
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 def gallery(root: Path = ROOT) -> str:
@@ -114,18 +182,30 @@ def gallery(root: Path = ROOT) -> str:
 
 
 def readme_table(root: Path = ROOT) -> str:
-    """The README's notebook → paper → wall time table."""
-    lines = ["| notebook | what it shows | paper | full run on 2 CPU cores |", "|---|---|---|---|"]
+    """The README's notebook → paper → wall time table: the full run behind the committed results (caches
+    warm where earlier notebooks filled them), and the recorded fresh-clone run (:data:`COLD_RUN`)."""
+    lines = ["| notebook | what it shows | paper | full run on 2 CPU cores | first run in a fresh clone |",
+             "|---|---|---|---|---|"]
     for name, (what, paper) in NOTEBOOKS.items():
         if not (root / "notebooks" / f"{name}.ipynb").is_file():
             continue
-        seconds = wall_time(name, root)
-        shown = "not run yet" if seconds is None else f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
-        lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {shown} |")
+        warm = _minutes(wall_time(name, root), "not run yet")
+        cold = _minutes(cold_run_time(name, root), "—")
+        lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {warm} | {cold} |")
     return "\n".join(lines)
 
 
-def main(root: Path = ROOT) -> int:
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m scp.suite", description="Write figures/README.md and the "
+                                     "README's notebook table from figures/ and results/.")
+    parser.add_argument("--cold-run", metavar="CLONE", help="first record the times of a `make figures` run in "
+                        "the fresh clone CLONE (its runs/*.ipynb) into " + str(COLD_RUN))
+    parser.add_argument("--note", default="", help="the conditions of that run, kept with its times")
+    args = parser.parse_args(argv)
+    if args.cold_run:
+        print(f"recorded {record_cold_run(Path(args.cold_run), root, args.note)}")
     (root / "figures" / "README.md").write_text(gallery(root) + "\n")
     readme = (root / "README.md").read_text()
     pattern = re.compile(r"(<!-- suite-table -->\n).*?(<!-- /suite-table -->)", re.S)

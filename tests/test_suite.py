@@ -26,3 +26,28 @@ def test_wall_time_is_read_from_the_provenance(tmp_path):
     (tmp_path / "results" / "x" / "a.json").write_text('{"provenance": {"wall_time_s": 12.5}}')
     (tmp_path / "results" / "x" / "b.json").write_text('{"provenance": {"wall_time_s": 80.0}}')
     assert suite.wall_time("x", tmp_path) == 80.0 and suite.wall_time("y", tmp_path) is None
+
+
+def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
+    import json
+
+    import nbformat
+    import pytest
+
+    clone = tmp_path / "clone"
+    (clone / "runs").mkdir(parents=True)
+    for name, seconds in (("00_cooperative_games_tutorial", 15.0), ("01_train_value_network", 2323.6)):
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["papermill"] = {"duration": seconds}
+        nbformat.write(nb, clone / "runs" / f"{name}.ipynb")
+    nbformat.write(nbformat.v4.new_notebook(), clone / "runs" / "scratch.ipynb")   # not a suite notebook
+    assert suite.run_durations(clone / "runs")["01_train_value_network"] == 2323.6
+    root = tmp_path / "root"
+    path = suite.record_cold_run(clone, root, note="two shared cores")
+    record = json.loads(path.read_text())
+    assert record["notebooks"] == {"00_cooperative_games_tutorial": 15.0, "01_train_value_network": 2323.6}
+    assert record["total_s"] == pytest.approx(2338.6) and record["note"] == "two shared cores"
+    assert suite.cold_run_time("01_train_value_network", root) == 2323.6
+    assert suite.cold_run_time("02_reranking_auc", root) is None
+    with pytest.raises(ValueError, match="no executed notebook"):
+        suite.record_cold_run(tmp_path / "empty", root)
