@@ -333,7 +333,7 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
         n_permutations = permutations.shape[1]
         _check_permutation_count(n_permutations, antithetic)
         permutations = permutations.to(units.device).long()
-    h, base = net.encode(units, query, extra)
+    h, base = net.encode(units, query, extra, mask)
     first_w, first_b = net.rho_first_layer()
     g = (h @ first_w.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
     g0 = base @ first_w.T + first_b  # (b, H)

@@ -89,10 +89,13 @@ class SetValueNet(nn.Module):
              "product_concat": lambda: torch.cat([units * q, units], -1)}[self.query_mode]()
         return x if extra is None else torch.cat([x, extra.to(x.dtype)], -1)
 
-    def encode(self, units, query, extra=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """ψ of every unit (b, n, L) and the pooled base term (b, L): ψ(query) in member mode, else 0."""
-        check_inputs(units, query, None, extra, self.embed_dim, self.n_extra)
-        h = self.psi(self.psi_input(units, query, extra))
+    def encode(self, units, query, extra=None, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """ψ of every unit (b, n, L) and the pooled base term (b, L): ψ(query) in member mode, else 0.
+
+        ``mask`` (b, n) marks the context's valid units (padding False); ψ here sees one unit at a time, so it
+        only matters to context-conditioned networks (:class:`scp.context_net.ContextDeepSets`)."""
+        check_inputs(units, query, mask, extra, self.embed_dim, self.n_extra)
+        h = self.unit_psi(units, query, extra, mask)
         if self.query_mode == "member":
             if self.n_extra:
                 raise ValueError("member mode takes no extra per-unit features (the query has none)")
@@ -105,6 +108,10 @@ class SetValueNet(nn.Module):
                              f"in {h.dtype}; embeddings must be on the scale the network was trained on (e.g. unit norm)")
         return h, base
 
+    def unit_psi(self, units, query, extra, mask) -> torch.Tensor:
+        """ψ(x_c) for every unit (b, n, L); context-conditioned networks override this with ψ(x_c | C)."""
+        return self.psi(self.psi_input(units, query, extra))
+
     def squash(self, logits: torch.Tensor) -> torch.Tensor:
         """Map ρ's output into [0, B]: B·σ(z) ("sigmoid") or min(max(z, 0), B) ("clip", linear inside)."""
         if self.output == "clip":
@@ -116,9 +123,12 @@ class SetValueNet(nn.Module):
         first_w, first_b = self.rho_first_layer()
         return self.rho_after_first(pooled @ first_w.T + first_b)
 
-    def forward(self, units, query, mask=None, extra=None) -> torch.Tensor:
-        """v(S) for each batch row, S = units where ``mask`` is True (all units when mask is None)."""
-        h, base = self.encode(units, query, extra)
+    def forward(self, units, query, mask=None, extra=None, context_mask=None) -> torch.Tensor:
+        """v(S) for each batch row, S = units where ``mask`` is True (all units when mask is None).
+
+        ``context_mask`` marks the context C the units belong to (default: every unit); it differs from
+        ``mask`` only for context-conditioned networks, whose ψ(c | C) sees all of C whatever S is."""
+        h, base = self.encode(units, query, extra, context_mask)
         if mask is not None:
             check_inputs(units, query, mask, extra)
             h = h * mask.to(h.dtype)[..., None]
