@@ -4,13 +4,24 @@ Every input is computable from the query and the unit texts alone, so a trained 
 - unit and query embeddings e_c, e_q from one embedder (cached on disk);
 - optional per-unit scalar features appended to ψ's input:
   ``cos`` = e_c·e_q / (|e_c||e_q|), ``bm25z`` = the unit's BM25 score z-scored within its context
-  (0 when all scores tie), ``cos_z`` = cosine z-scored within its context.
+  (0 when all scores tie), ``cos_z`` = cosine z-scored within its context;
+- structural features (:data:`STRUCTURAL`), which only the whole context can give.  They read units as
+  "Title: sentence" (the title is the text before the first ": "; a paragraph is a run of consecutive units
+  with the same title), so they need ``unit_repr="title"``:
+  ``pos_inv`` = 1 / (1 + the unit's position in its paragraph), ``first`` = 1 for a paragraph's first unit,
+  ``para_bm25z`` = its paragraph's BM25 score (title + sentences) z-scored over the context's paragraphs,
+  ``para_cos_z`` = the paragraph's best unit cosine z-scored over paragraphs, ``title_q`` = share of the
+  title's words that occur in the query, ``names_title`` = max over the other paragraphs p whose title the
+  unit's sentence names of 1 / (1 + rank of p by paragraph BM25) (a bridge: this unit points at p),
+  ``title_named`` = 1 when the unit's title is named in a sentence of one of the 3 best other paragraphs
+  (by paragraph BM25).
 How a unit reads ("Title: sentence" or the bare sentence) is chosen by the caller and recorded in checkpoints.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -20,7 +31,9 @@ import torch
 from .baselines import BM25Ranker
 from .shapley import derive_seed
 
-FEATURES = ("cos", "bm25z", "cos_z")
+STRUCTURAL = ("pos_inv", "first", "para_bm25z", "para_cos_z", "title_q", "names_title", "title_named")
+FEATURES = ("cos", "bm25z", "cos_z", *STRUCTURAL)
+_WORD = re.compile(r"\w+")
 
 
 @dataclass
@@ -58,6 +71,55 @@ def _zscore(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / sd if sd > 1e-12 else np.zeros_like(x)
 
 
+def split_title(unit: str) -> tuple[str, str]:
+    """("Title", "sentence") of a "Title: sentence" unit; ("", unit) when it has no ": "."""
+    title, sep, sentence = unit.partition(": ")
+    return (title, sentence) if sep and title else ("", unit)
+
+
+def _name_pattern(title: str) -> re.Pattern | None:
+    """Whole-word, case-insensitive match of a title without its parenthetical ("X (film)" names X)."""
+    core = re.sub(r"\s*\(.*?\)\s*", " ", title).strip()
+    return re.compile(rf"(?<!\w){re.escape(core)}(?!\w)", re.IGNORECASE) if len(core) >= 3 else None
+
+
+def structural_features(query: str, units: Sequence[str], cos: np.ndarray) -> dict[str, np.ndarray]:
+    """Every :data:`STRUCTURAL` column (n,) for one context of "Title: sentence" units (module docstring)."""
+    parsed = [split_title(u) for u in units]
+    titles = [t for t, _ in parsed]
+    para = np.zeros(len(units), np.int64)
+    pos = np.zeros(len(units), np.int64)
+    for i in range(1, len(units)):
+        same = titles[i] == titles[i - 1]
+        para[i] = para[i - 1] + (not same)
+        pos[i] = pos[i - 1] + 1 if same else 0
+    n_para = int(para[-1]) + 1
+    members = [np.flatnonzero(para == p) for p in range(n_para)]
+    para_title = [titles[m[0]] for m in members]
+    para_text = [" ".join([para_title[p], *(parsed[i][1] for i in m)]) for p, m in enumerate(members)]
+    para_bm25 = BM25Ranker().score(query, para_text) if n_para > 1 else np.zeros(1)
+    rank = np.empty(n_para, np.int64)
+    rank[np.argsort(-para_bm25, kind="stable")] = np.arange(n_para)
+    para_cos = np.array([cos[m].max() for m in members])
+    q_words = set(_WORD.findall(query.lower()))
+    title_q = np.array([np.mean([w in q_words for w in ws]) if (ws := _WORD.findall(t.lower())) else 0.0
+                        for t in para_title])
+    patterns = [_name_pattern(t) for t in para_title]
+    names = np.zeros(len(units))
+    named_in = [set() for _ in range(n_para)]  # paragraphs whose sentences name paragraph p
+    for i, (_, sentence) in enumerate(parsed):
+        for p, pat in enumerate(patterns):
+            if p != para[i] and pat is not None and pat.search(sentence):
+                names[i] = max(names[i], 1.0 / (1.0 + rank[p]))
+                named_in[p].add(int(para[i]))
+    order = np.argsort(-para_bm25, kind="stable")
+    top3 = [set([int(q) for q in order if q != p][:3]) for p in range(n_para)]
+    title_named = np.array([float(bool(named_in[p] & top3[p])) for p in range(n_para)])
+    return {"pos_inv": 1.0 / (1.0 + pos), "first": (pos == 0).astype(float), "para_bm25z": _zscore(para_bm25)[para],
+            "para_cos_z": _zscore(para_cos)[para], "title_q": title_q[para], "names_title": names,
+            "title_named": title_named[para]}
+
+
 def extra_features(query: str, units: Sequence[str], unit_emb: np.ndarray, query_emb: np.ndarray,
                    features: Sequence[str]) -> np.ndarray:
     """(n, len(features)) float32 per-unit scalar features (see the module docstring)."""
@@ -66,8 +128,12 @@ def extra_features(query: str, units: Sequence[str], unit_emb: np.ndarray, query
         un = unit_emb / np.maximum(np.linalg.norm(unit_emb, axis=1, keepdims=True), 1e-12)
         qn = query_emb / max(float(np.linalg.norm(query_emb)), 1e-12)
         cos = un @ qn
+    if any(name in STRUCTURAL for name in features):
+        structure = structural_features(query, units, cos)
     for name in features:
-        if name == "cos":
+        if name in STRUCTURAL:
+            cols.append(structure[name])
+        elif name == "cos":
             cols.append(cos)
         elif name == "cos_z":
             cols.append(_zscore(cos))
@@ -105,7 +171,8 @@ def contexts_from_examples(examples, embedder, features: Sequence[str], with_tit
     """:func:`build_contexts` for :class:`scp.data.Example` objects (labels, ids and meta carried along)."""
     return build_contexts([ex.query for ex in examples], [ex.unit_texts(with_title=with_title) for ex in examples],
                           embedder, features, labels_list=[ex.labels for ex in examples],
-                          ids=[ex.id for ex in examples], metas=[dict(ex.meta, dataset=ex.dataset) for ex in examples],
+                          ids=[ex.id for ex in examples],
+                          metas=[dict(ex.meta, dataset=ex.dataset, paragraph_ids=ex.paragraph_ids) for ex in examples],
                           show_progress=show_progress)
 
 

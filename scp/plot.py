@@ -69,6 +69,7 @@ COLORS = {
     "ECS": OKABE_ITO["reddish purple"],
     "ECS (trajectory divergence)": OKABE_ITO["orange"],
     "TF-IDF": OKABE_ITO["sky blue"],
+    "greedy v(S)": OKABE_ITO["bluish green"],
 }
 """Colour of each method, fixed for every figure of the suite."""
 
@@ -99,6 +100,7 @@ MARKERS = {
     "ECS": "D",
     "ECS (trajectory divergence)": "P",
     "TF-IDF": "x",
+    "greedy v(S)": "v",
 }
 """Marker of each method (same keys as :data:`COLORS`)."""
 
@@ -114,7 +116,7 @@ ALIASES = {
     "paper": "paper network (3.03M)", "paper network": "paper network (3.03M)",
     "convex": "ConvexDeepSets", "convexdeepsets": "ConvexDeepSets",
     "full": "full context", "closed-book": "closed book", "maxshapley": "MaxShapley", "kernelshap": "KernelSHAP",
-    "ecs": "ECS", "tfidf": "TF-IDF", "tf-idf": "TF-IDF",
+    "ecs": "ECS", "tfidf": "TF-IDF", "tf-idf": "TF-IDF", "greedy": "greedy v(S)",
 }
 """Lower-case spellings accepted by :func:`color` and :func:`marker`, mapped to the keys of :data:`COLORS`."""
 

@@ -378,3 +378,77 @@ def dose_protocol_example() -> Example:
     copy_of = [-1] * len(sentences)
     copy_of[at] = _DOSE_KEY
     return _dose_example(sentences, copy_of, "dose-protocol")
+
+
+# --------------------------------------------------------------------------- redundancy-augmented real contexts
+
+_NUMBER = re.compile(r"\d+")
+_STALE_PREFIX = "An outdated record claimed that "
+
+
+def _stale_version(sentence: str, answers: Sequence[str], other_titles: Sequence[str], rng: random.Random) -> str | None:
+    """``sentence`` with its fact made wrong — the answer replaced by another paragraph's title, else every
+    number shifted — wrapped as an outdated claim; ``None`` when it holds neither."""
+    for answer in sorted(answers, key=len, reverse=True):
+        if len(answer) >= 2 and other_titles:
+            pattern = re.compile(rf"(?<!\w){re.escape(answer)}(?!\w)", re.IGNORECASE)
+            if pattern.search(sentence):
+                wrong = rng.choice(list(other_titles))
+                return _STALE_PREFIX + _decap(pattern.sub(lambda _: wrong, sentence))
+    if _NUMBER.search(sentence):
+        return _STALE_PREFIX + _decap(_NUMBER.sub(lambda m: str(int(m.group(0)) + rng.randint(1, 9)), sentence))
+    return None
+
+
+def inject_redundancy(example: Example, n_copies: int = 1, n_stale: int = 1, seed: int = 0) -> Example:
+    """``example`` with, inside each supporting unit's own paragraph, ``n_copies`` paraphrases of it (label 1,
+    the same fact) and, for up to ``n_stale`` supporting units, a stale distractor: the unit with its answer or
+    numbers changed, phrased as an outdated claim (label 0) — the paper's Table 19 pattern on real contexts.
+
+    New units go at seeded random positions after their paragraph's first unit, so the paragraph's structure
+    (title, first sentence) is kept.  ``meta["copy_of"][i]`` is the new index of unit i's original when it is
+    a copy (else −1), ``meta["stale_of"][i]`` likewise for stale distractors, ``meta["source_index"][i]`` the
+    unit's (or its original's) index in ``example``.  Raises ``ValueError`` for an example without support.
+    """
+    if n_copies < 0 or n_stale < 0:
+        raise ValueError(f"n_copies and n_stale must be ≥ 0; got {n_copies}, {n_stale}")
+    support = [i for i, y in enumerate(example.labels) if y == 1]
+    if not support:
+        raise ValueError(f"example {example.id!r} has no supporting unit to duplicate")
+    rng = random.Random(f"{seed}:{example.id}")
+    # rows: (text, label, source index, kind) with kind "orig" / "copy" / "stale"
+    rows = [(u, y, i, "orig") for i, (u, y) in enumerate(zip(example.units, example.labels))]
+    titles_all = list(dict.fromkeys(example.titles))
+    added = []
+    for i in support:
+        texts = paraphrases(example.units[i], n_copies, seed=seed + i) if n_copies else []
+        added += [(t, 1, i, "copy") for t in texts]
+    stale = 0
+    for i in rng.sample(support, len(support)):
+        if stale == n_stale:
+            break
+        others = [t for t in titles_all if t and t != example.titles[i]]
+        text = _stale_version(example.units[i], example.answers, others, rng)
+        if text is not None:
+            added.append((text, 0, i, "stale"))
+            stale += 1
+    for row in added:
+        para = example.paragraph_ids[row[2]]
+        slots = [j + 1 for j, r in enumerate(rows) if example.paragraph_ids[r[2]] == para]
+        rows.insert(rng.choice(slots), row)
+    index_of = {r[2]: j for j, r in enumerate(rows) if r[3] == "orig"}
+    return Example(
+        id=f"{example.id}-redundant{n_copies}-stale{n_stale}-s{seed}",
+        query=example.query,
+        units=tuple(r[0] for r in rows),
+        labels=tuple(r[1] for r in rows),
+        titles=tuple(example.titles[r[2]] for r in rows),
+        paragraph_ids=tuple(example.paragraph_ids[r[2]] for r in rows),
+        answers=example.answers,
+        dataset=example.dataset,
+        granularity=example.granularity,
+        meta={**example.meta, "source_id": example.id, "n_copies": n_copies, "n_stale": stale,
+              "copy_of": tuple(index_of[r[2]] if r[3] == "copy" else -1 for r in rows),
+              "stale_of": tuple(index_of[r[2]] if r[3] == "stale" else -1 for r in rows),
+              "source_index": tuple(r[2] for r in rows)},
+    )

@@ -1,7 +1,9 @@
 """Training value networks with a pairwise margin loss on Monte-Carlo Shapley values.
 
 L = mean over contexts of mean over (positive i, negative j) of max(0, ε − (φ_i − φ_j)), with φ from the
-differentiable Deep Sets fast path (M permutations, fresh ones every step) inside the forward pass.
+differentiable Deep Sets fast path (M permutations, fresh ones every step) inside the forward pass; optionally
+plus λ·mean_S (v(S) − B·t(S))² over sampled coalitions S, with t a game with a meaning
+(:mod:`scp.coalition_targets`: coverage of supporting facts, complementarity of a bridge's two paragraphs).
 AdamW, cosine schedule with linear warm-up, validation AUC every epoch, best checkpoint kept, exact resume.
 The pointwise control scores each unit alone with an MLP on the same inputs and the same loss on its scores.
 """
@@ -24,12 +26,15 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from . import checkpoint
-from .features import Context, check_features, collate, contexts_from_examples
+from .coalition_targets import batch_targets, check_targets
+from .context_net import ContextDeepSets, ContextEncoder
+from .features import STRUCTURAL, Context, check_features, collate, contexts_from_examples
 from .metrics import aggregate, pairwise_auc
 from .shapley import deepsets_shapley
 from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, check_inputs, mlp
 
-MODELS = ("deepsets", "convex", "pointwise")
+MODELS = ("deepsets", "convex", "pointwise", "context", "context-pointwise")
+POINTWISE = ("pointwise", "context-pointwise")
 EMBEDDERS = ("minilm", "glove", "wordllama", "random", "bert-base")
 CHECKPOINT_FORMAT = "scp-checkpoint-v2"  # v2: content checksum verified on load (scp.checkpoint)
 
@@ -63,9 +68,20 @@ class TrainConfig:
     seed: int = 0
     max_train_examples: int | None = None
     max_val_examples: int | None = None
+    # context-conditioned models: the attention encoder's width, heads, layers and inducing points (0 = SAB)
+    width: int = 128
+    heads: int = 4
+    layers: int = 1
+    n_inducing: int = 0
+    # set-level supervision: λ·MSE of v(S) against these games on n_coalitions sampled coalitions per context
+    set_targets: tuple[str, ...] = ()
+    set_weight: float = 1.0
+    n_coalitions: int = 16
+    shapley_weight: float = 1.0  # weight of the Shapley margin loss (0: coalitions only)
 
     def __post_init__(self) -> None:
         self.datasets, self.features = tuple(self.datasets), check_features(self.features)
+        self.set_targets = check_targets(self.set_targets)
         problems = []
         if not self.datasets:
             problems.append("datasets is empty")
@@ -78,8 +94,21 @@ class TrainConfig:
             problems.append(f"model must be one of {MODELS}, not {self.model!r}")
         if self.query_mode not in QUERY_MODES:
             problems.append(f"query_mode must be one of {QUERY_MODES}, not {self.query_mode!r}")
-        if self.model == "pointwise" and self.query_mode == "member":
-            problems.append("the pointwise control scores one unit alone: query_mode 'member' does not apply")
+        if self.model in POINTWISE + ("context",) and self.query_mode == "member":
+            problems.append(f"model {self.model!r} does not take query_mode 'member'")
+        if self.model in POINTWISE and (self.set_targets or self.shapley_weight != 1.0):
+            problems.append("a pointwise scorer has no v(S): set_targets and shapley_weight apply to set models")
+        if self.model == "convex" and self.set_targets:
+            problems.append("set_targets are not supported for ConvexDeepSets (its weights are clamped)")
+        if self.shapley_weight < 0 or self.set_weight < 0 or (self.shapley_weight == 0 and not self.set_targets):
+            problems.append("need shapley_weight ≥ 0, set_weight ≥ 0, and set_targets when shapley_weight is 0")
+        if any(f in STRUCTURAL for f in self.features) and self.unit_repr != "title":
+            problems.append(f"structural features {STRUCTURAL} read 'Title: sentence' units: use unit_repr='title'")
+        for name in ("width", "heads", "layers", "n_coalitions"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                problems.append(f"{name} must be an integer ≥ 1, got {getattr(self, name)!r}")
+        if not isinstance(self.n_inducing, int) or self.n_inducing < 0:
+            problems.append(f"n_inducing must be an integer ≥ 0, got {self.n_inducing!r}")
         if self.model == "convex" and (self.skip or self.output != "sigmoid"):
             problems.append("ConvexDeepSets has no skip path and a sigmoid output only")
         if self.query_mode == "member" and self.features:
@@ -134,11 +163,32 @@ class PointwiseScorer(SetValueNet):
         return self.scorer(self.psi_input(units, query, extra)).squeeze(-1)
 
 
+class ContextPointwise(PointwiseScorer):
+    """The matched control of :class:`scp.context_net.ContextDeepSets`: the same attention encoder over the
+    context, then a per-unit head, score(c) = MLP(Enc(x; q)_c); ``mask`` marks the context's valid units."""
+
+    def __init__(self, embed_dim: int = 384, hidden: int = 256, query_mode: str = "product_concat", n_extra: int = 0,
+                 dropout: float = 0.1, width: int = 128, heads: int = 4, layers: int = 1, n_inducing: int = 0):
+        super().__init__(embed_dim, hidden, query_mode, n_extra, dropout)
+        self.encoder = ContextEncoder(self.psi_in, embed_dim, width, heads, layers, n_inducing, dropout)
+        self.scorer = mlp([width, hidden, hidden, 1], dropout)
+
+    def forward(self, units, query, mask=None, extra=None):
+        check_inputs(units, query, mask, extra, self.embed_dim, self.n_extra)
+        return self.scorer(self.encoder(self.psi_input(units, query, extra), query, mask)).squeeze(-1)
+
+
 def build_model(config: TrainConfig, embed_dim: int) -> nn.Module:
     common = dict(embed_dim=embed_dim, query_mode=config.query_mode, n_extra=len(config.features),
                   dropout=config.dropout)
+    encoder = dict(width=config.width, heads=config.heads, layers=config.layers, n_inducing=config.n_inducing)
     if config.model == "pointwise":
         return PointwiseScorer(hidden=config.hidden, **common)
+    if config.model == "context-pointwise":
+        return ContextPointwise(hidden=config.hidden, **common, **encoder)
+    if config.model == "context":
+        return ContextDeepSets(hidden=config.hidden, latent=config.latent, bound=config.bound, output=config.output,
+                               skip=config.skip, **common, **encoder)
     if config.model == "convex":
         return ConvexDeepSets(hidden=config.hidden, latent=config.latent, bound=config.bound, **common)
     return DeepSetsValue(hidden=config.hidden, latent=config.latent, bound=config.bound, output=config.output,
@@ -166,6 +216,15 @@ def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch
     if not valid.any():
         raise ValueError("no (positive, negative) pair in the batch: every context needs both kinds of unit")
     return (hinge.sum((1, 2))[valid] / n_pairs[valid]).mean()
+
+
+def coalition_loss(model: nn.Module, batch, contexts: Sequence[Context], config: TrainConfig, seed: int) -> torch.Tensor:
+    """mean over contexts and sampled coalitions S of (v(S) − B·t(S))², ψ computed once per context."""
+    seeds = [seed + i for i in range(len(contexts))]
+    coalitions, targets = batch_targets(contexts, batch.mask.shape[1], config.set_targets, config.n_coalitions, seeds)
+    h, base = model.encode(batch.units, batch.query, batch.extra if model.n_extra else None, batch.mask)
+    values = model.pooled_value(base[:, None, :] + coalitions.to(h.device, h.dtype) @ h)  # (b, k)
+    return ((values - model.bound * targets.to(values.device)) ** 2).mean()
 
 
 def has_pairs(context: Context) -> bool:
@@ -291,7 +350,7 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         if not last_path.is_file():
             raise ValueError(f"cannot resume: no checkpoint {last_path} (drop --resume to start a new run there)")
         state = checkpoint.load(last_path, CHECKPOINT_FORMAT)
-        if state["config"] != asdict(config) or state["data_hash"] != meta["data_hash"]:
+        if not same_config(state["config"], config) or state["data_hash"] != meta["data_hash"]:
             raise ValueError(f"cannot resume from {last_path}: it was written for another config or other data")
         model.load_state_dict(state["weights"])
         opt.load_state_dict(state["optimizer"])
@@ -312,8 +371,12 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
             chunk = [train_contexts[i] for i in order[step * config.batch_size:(step + 1) * config.batch_size]]
             batch = collate(chunk, device)
             seed = (config.seed * 1_000_003 + epoch * steps_per_epoch + step) % (2**63)
-            scores = unit_scores(model, batch, config.n_permutations, config.antithetic, seed)
-            loss = pairwise_margin_loss(scores, batch.labels, batch.mask, config.margin)
+            loss = torch.zeros((), device=device)
+            if config.shapley_weight > 0:
+                scores = unit_scores(model, batch, config.n_permutations, config.antithetic, seed)
+                loss = config.shapley_weight * pairwise_margin_loss(scores, batch.labels, batch.mask, config.margin)
+            if config.set_targets:
+                loss = loss + config.set_weight * coalition_loss(model, batch, chunk, config, seed)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -383,9 +446,21 @@ def run(config: TrainConfig, out_dir, data_path=None, resume: bool = False, prog
     return train(config, train_ctx, val_ctx, out_dir, embedder.id, resume=resume, progress=progress, data_ids=ids)
 
 
+# settings added after run names were first used: left out of the name's hash while at their defaults, so the
+# folders of earlier runs keep their names
+LATER_FIELDS = ("width", "heads", "layers", "n_inducing", "set_targets", "set_weight", "n_coalitions", "shapley_weight")
+
+
+def same_config(stored: dict, config: TrainConfig) -> bool:
+    """Whether a checkpoint's stored config is ``config`` (settings it predates take their defaults)."""
+    return asdict(TrainConfig(**stored)) == asdict(config)
+
+
 def run_name(config: TrainConfig) -> str:
     """A folder name for ``config``: datasets, model and a hash of every setting."""
-    digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True, default=list).encode()).hexdigest()[:10]
+    defaults = asdict(TrainConfig())
+    settings = {k: v for k, v in asdict(config).items() if k not in LATER_FIELDS or v != defaults[k]}
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=list).encode()).hexdigest()[:10]
     return f"{'+'.join(config.datasets)}-{config.model}-{digest}"
 
 
@@ -399,7 +474,7 @@ def train_or_load(config: TrainConfig, root, progress: bool = False, cache_dir=N
     if last.is_file():
         state = checkpoint.load(last, CHECKPOINT_FORMAT)
         ids = [ex.id for ex in split_examples_for(config)[0]]
-        resume = state["config"] == asdict(config) and state["data_hash"] == ids_hash(ids)
+        resume = same_config(state["config"], config) and state["data_hash"] == ids_hash(ids)
         if resume and state["epoch"] == config.epochs and best.is_file():
             return best
     return run(config, out, resume=resume, progress=progress, cache_dir=cache_dir).best_path
