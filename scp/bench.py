@@ -1,96 +1,743 @@
-"""Benchmarks that print ratios measured in one run: ``python -m scp.bench {estimator,convexity} [--quick]``.
+"""Benchmarks of the Shapley estimators: ``python -m scp.bench WHICH [--quick] [--threads N]``.
 
-estimator: per-context latency of Monte-Carlo Shapley on the paper's 3.03M Deep Sets network, n = 41 units,
-M = 50 permutations, 32 contexts: the batched fast path, the generic path (all prefixes of all permutations in
-one batched game call), the generic path on a ψ-caching game, a naive Algorithm 1 (one network forward per
-coalition), and shapiq's PermutationSamplingSV with the same network as its game and the same budget; plus the
-fast path's achieved GFLOP/s against an fp32 matrix multiply measured in the same run.
+WHICH is one of
+- ``estimator``: per-context latency AND accuracy of every estimator at n = 41 units, M = 50 permutations
+  (budget M·(n − 1) + 2 = 2,052 game evaluations) on the shipped model: our fast path (batched and one context per
+  call, plain / antithetic / position control variate), the generic path, a naive Algorithm 1, and every Shapley-
+  value approximator of the installed shapiq on the same game;
+- ``accuracy``: accuracy per second: RMSE against a high-M reference vs wall time, n ∈ {10, 41, 100}, and the
+  ratio of time-to-RMSE between our best estimator and the best shapiq approximator (figure + JSON);
+- ``prefix``: prefix sums as a 0/1-matrix product (GEMM) vs gather + blocked cumulative sum, by n;
+- ``long``: latency, throughput and peak memory (ru_maxrss of a fresh process per configuration) for
+  n ∈ {10, 41, 100, 500, 2000} and M ∈ {50, 400, 1000} on the paper's 3.03M network;
+- ``adaptive``: the certified adaptive budget vs fixed M = 50 on the HotpotQA test split (AUC, M used, time);
+- ``convexity``: supermodularity violations of ConvexDeepSets vs the unconstrained network;
+- ``endtoend``: :mod:`scp.bench_e2e` (what a user waits for);
+- ``gpu``: ``estimator`` and one training epoch on CUDA (exits 1 on a machine without a CUDA device);
+- ``all``: estimator, accuracy, prefix, long, adaptive and endtoend, then ``report``;
+- ``report``: rewrite the generated tables of BENCHMARKS.md from results/bench/*.json.
 
-convexity: how often random supermodularity inequalities fail for ConvexDeepSets vs the unconstrained network.
+Methodology.  Every time is the median of ≥ 5 repeats (``--quick``: fewer, labelled) with min and max, methods
+taking turns in an order rotated between repeats, after one untimed warm-up call each.  Every baseline gets the
+best game it can use: a :class:`~scp.games.ValueNetGame` with ``cache_psi=True``, which computes ψ and ρ's first
+layer once per context (g_c = W₁ψ_c, v(S) = rest_of_ρ(g₀ + Σ_S g_c)) and keeps them across calls; shapiq's
+permutation sampler values all its permutations in one game call.  The cost of ψ is outside every timing.  Each
+accuracy is measured on the same calls that are timed: RMSE = sqrt(mean over repeats and players of (φ̂_i − φ_i)²)
+against exact values (n ≤ 16) or an antithetic + position-control-variate estimate with M_ref permutations (its
+own standard error is recorded), and the mean overlap of the estimated and reference Top-5 sets.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import platform
+import resource
 import statistics
+import subprocess
+import sys
 import time
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
 from .games import ValueNetGame
-from .shapley import deepsets_shapley, monte_carlo, naive_monte_carlo
+from .shapley import deepsets_shapley, exact, monte_carlo, naive_monte_carlo, resolve_prefix
 from .value_net import DeepSetsValue
 
+ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINT = ROOT / "models" / "scp-hotpotqa-best.pt"
+RESULTS = Path("results/bench")
+FIGURES = Path("figures/bench")
+DOC = Path("BENCHMARKS.md")
+TOP_K = 5
+REF_SEED = 12345
 
-def timed(fn: Callable[[], object], repeats: int = 3) -> float:
-    """Median wall-clock seconds of ``repeats`` calls after one warm-up call."""
-    fn()
-    times = []
-    for _ in range(repeats):
+
+# ------------------------------------------------------------------------------------------------ plumbing
+
+def environment(device: str = "cpu", quick: bool = False) -> dict:
+    """What the numbers depend on beyond the code: machine, threads, versions, load."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    env = {"cpu": cpu, "logical_cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "python": platform.python_version(), "device": device, "quick": quick,
+           "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+           "loadavg": list(os.getloadavg()), "date": time.strftime("%Y-%m-%d %H:%M")}
+    try:
+        import shapiq
+
+        from importlib.metadata import version
+        env["shapiq"] = getattr(shapiq, "__version__", None) or version("shapiq")
+    except ImportError:
+        env["shapiq"] = None
+    if device.startswith("cuda"):
+        env["gpu"] = torch.cuda.get_device_name(0)
+    return env
+
+
+def spread(values: Sequence[float]) -> dict:
+    """Median, min and max of repeated measurements."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "repeats": len(values)}
+
+
+def timed_rounds(calls: dict[str, Callable[[int], object]], repeats: int, sync: Callable[[], None] = lambda: None,
+                 min_seconds: float = 0.05, failures: dict[str, str] | None = None
+                 ) -> tuple[dict[str, list[float]], dict[str, list[object]]]:
+    """Seconds per call and outputs of ``repeats`` measurements of each ``calls[name](r)``, r = repeat index.
+
+    One untimed warm-up call each first; it also sets how many back-to-back calls one measurement takes (enough
+    to last ``min_seconds``, so millisecond calls are not at the mercy of one scheduler tick; the time reported is
+    per call).  In repeat r the methods run in the order rotated by r, so no method always runs first.  With
+    ``failures`` given, a method whose warm-up raises is left out and its error recorded there."""
+    names, inner = [], {}
+    for name in calls:
         start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def matmul_gflops(m: int = 4096, k: int = 1024, n: int = 512, repeats: int = 5) -> float:
-    """fp32 GEMM throughput at ρ's dominant shape (prefixes × 1024 → 512)."""
-    a, b = torch.randn(m, k), torch.randn(k, n)
-    return 2 * m * k * n / timed(lambda: a @ b, repeats) / 1e9
-
-
-def fast_path_flops(net: DeepSetsValue, n: int, m: int, contexts: int) -> float:
-    """Multiply-add FLOPs of the fast path: ψ per unit (+ query), W₁ per unit, ρ after W₁ per prefix."""
-    lin = [mod for mod in net.psi if isinstance(mod, torch.nn.Linear)]
-    psi = sum(2 * layer.in_features * layer.out_features for layer in lin)
-    rho = [mod for mod in net.rho if isinstance(mod, torch.nn.Linear)]
-    first = 2 * rho[0].in_features * rho[0].out_features
-    rest = sum(2 * layer.in_features * layer.out_features for layer in rho[1:])
-    per_context = (n + 1) * (psi + first) + m * (n + 1) * rest + m * n * rho[0].out_features
-    return contexts * per_context
-
-
-def estimator(quick: bool = False, seed: int = 0) -> dict:
-    torch.manual_seed(seed)
-    n, m, contexts = 41, 50, 32
-    slow_contexts = 1 if quick else 2
-    net = DeepSetsValue().eval()
-    units, query = torch.randn(contexts, n, 384), torch.randn(contexts, 384)
-    rows = {}
-    with torch.inference_mode():
-        t_fast = timed(lambda: deepsets_shapley(net, units, query, n_permutations=m, seed=seed), 2 if quick else 3)
-        rows["fast path (batched, 32 contexts)"] = t_fast / contexts
-        games = [ValueNetGame(net, units[i], query[i]) for i in range(slow_contexts)]
-        cached = [ValueNetGame(net, units[i], query[i], cache_psi=True) for i in range(slow_contexts)]
-        rows["generic path (network forward per coalition, batched)"] = timed(
-            lambda: [monte_carlo(g, m, seed=seed, path="generic") for g in games], 1) / slow_contexts
-        rows["generic path (ψ-caching game)"] = timed(
-            lambda: [monte_carlo(g, m, seed=seed, path="generic") for g in cached], 1) / slow_contexts
-        rows["naive Algorithm 1 (one forward per coalition)"] = timed(
-            lambda: naive_monte_carlo(games[0], m, seed=seed), 1)
         try:
-            from shapiq import PermutationSamplingSV
+            calls[name](-1)
+        except Exception as error:  # e.g. an approximator refusing a budget below its minimum
+            if failures is None:
+                raise
+            failures[name] = f"{type(error).__name__}: {error}"
+            continue
+        sync()
+        names.append(name)
+        inner[name] = max(1, math.ceil(min_seconds / max(time.perf_counter() - start, 1e-6)))
+    times: dict[str, list[float]] = {k: [] for k in names}
+    outputs: dict[str, list[object]] = {k: [] for k in names}
+    for r in range(repeats):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            for _ in range(inner[name]):
+                out = calls[name](r)
+            sync()
+            times[name].append((time.perf_counter() - start) / inner[name])
+            outputs[name].append(out)
+    return times, outputs
 
-            budget = m * (n + 1)
-            approx = PermutationSamplingSV(n=n, random_state=seed)
-            rows["shapiq PermutationSamplingSV (same game, same budget)"] = timed(
-                lambda: approx.approximate(budget=budget, game=games[0]), 1)
-        except ImportError:
-            rows["shapiq PermutationSamplingSV (same game, same budget)"] = float("nan")
-        gflops_mm = matmul_gflops()
-        achieved = fast_path_flops(net, n, m, contexts) / (t_fast * 1e9)
-    fast = rows["fast path (batched, 32 contexts)"]
-    print(f"Monte-Carlo Shapley, DeepSetsValue ({sum(p.numel() for p in net.parameters()):,} params), "
-          f"n = {n}, M = {m}, torch threads = {torch.get_num_threads()}")
-    print(f"{'method':58s} {'ms/context':>11s} {'fast speed-up':>14s}")
-    for name, sec in rows.items():
-        print(f"{name:58s} {sec * 1e3:11.1f} {sec / fast:13.1f}x")
-    print(f"fast path: {achieved:.1f} GFLOP/s; fp32 matmul (4096x1024 @ 1024x512) in this run: {gflops_mm:.1f} GFLOP/s "
-          f"-> {100 * achieved / gflops_mm:.0f}% of measured matmul throughput")
-    return {"ms_per_context": {k: v * 1e3 for k, v in rows.items()}, "fast_gflops": achieved, "matmul_gflops": gflops_mm}
 
+def write_json(obj, name: str, out_dir: Path = RESULTS) -> Path:
+    from .evaluate import write_json as atomic_write
+
+    path = Path(out_dir) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(obj, path)
+    print(f"written to {path}")
+    return path
+
+
+# ----------------------------------------------------------------------------------------------------- data
+
+def shipped_model(device: str = "cpu"):
+    """(model, config) of the shipped checkpoint, in eval mode on ``device``."""
+    from .train import load_checkpoint
+
+    model, config, _ = load_checkpoint(CHECKPOINT)
+    return model.to(device).eval(), config
+
+
+def hotpot_units(n: int, count: int, with_title: bool, split: str = "test") -> tuple[list[str], list[list[str]]]:
+    """``count`` (query, n unit texts) pairs from real HotpotQA contexts: context j's query with its own units,
+    followed by those of the next contexts when it has fewer than n (a long retrieval context), cut at n."""
+    from .data import load_dataset
+
+    examples = load_dataset("hotpotqa", split=split)
+    queries, lists = [], []
+    for j in range(count):
+        units, e = [], j
+        while len(units) < n:
+            units += examples[e % len(examples)].unit_texts(with_title=with_title)
+            e += 1
+        queries.append(examples[j].query)
+        lists.append(units[:n])
+    return queries, lists
+
+
+def hotpot_contexts(config, n: int, count: int, device: str = "cpu"):
+    """:func:`hotpot_units` embedded and featurised as the checkpoint expects (cached embeddings)."""
+    from .embed import CachedEmbedder, get_embedder
+    from .features import build_contexts
+
+    queries, lists = hotpot_units(n, count, config.with_title)
+    contexts = build_contexts(queries, lists, CachedEmbedder(get_embedder(config.embedder)), config.features)
+    for c in contexts:
+        c.units, c.query, c.extra = c.units.to(device), c.query.to(device), c.extra.to(device)
+    return contexts
+
+
+def make_game(model, context) -> ValueNetGame:
+    """The best game for every estimator: ψ and ρ's first layer computed once, here, outside any timing."""
+    game = ValueNetGame(model, context.units, context.query, context.extra if model.n_extra else None, cache_psi=True)
+    game.first_layer_rows()
+    return game
+
+
+def reference(game: ValueNetGame, m_ref: int) -> tuple[np.ndarray, float]:
+    """(φ, its RMS standard error): exact for n ≤ 16, else antithetic + position control variate with m_ref."""
+    if game.n_players <= 16:
+        return exact(game).values, 0.0
+    res = monte_carlo(game, m_ref, antithetic=True, control_variate="position", seed=REF_SEED)
+    return res.values, float(np.sqrt(np.mean(res.std_errors ** 2)))
+
+
+# --------------------------------------------------------------------------------------------------- methods
+
+OURS = {  # name -> monte_carlo options (fast path on the caching game)
+    "ours: MC (Algorithm 1, fast path)": {},
+    "ours: MC antithetic": {"antithetic": True},
+    "ours: MC + position CV": {"control_variate": "position"},
+    "ours: MC antithetic + position CV": {"antithetic": True, "control_variate": "position"},
+}
+
+
+EXACT = "ours: exact (all 2^n coalitions, one game call)"
+
+
+def shapiq_methods() -> dict[str, tuple[Callable, dict]]:
+    """Every Shapley-value approximator of the installed shapiq: name -> (constructor(n, seed), approximate kwargs).
+
+    Interaction approximators are included where they are asked for the Shapley value (kADD-SHAP, order-1
+    RegressionFSII, SPEX with index "SV"); SVARMIQ with index "SV" is SVARM itself, and ProxySPEX needs lightgbm,
+    which the project does not install.  {} if shapiq is not installed."""
+    try:
+        from shapiq import approximator as A
+    except ImportError:
+        return {}
+    return {
+        "shapiq PermutationSamplingSV": (lambda n, s: A.PermutationSamplingSV(n, random_state=s), {"all_in_one": True}),
+        "shapiq KernelSHAP": (lambda n, s: A.KernelSHAP(n, random_state=s), {}),
+        "shapiq KernelSHAP (pairing)": (lambda n, s: A.KernelSHAP(n, pairing_trick=True, random_state=s), {}),
+        "shapiq RegressionFSII (order 1, pairing)": (lambda n, s: A.RegressionFSII(n, max_order=1, pairing_trick=True,
+                                                                                  random_state=s), {}),
+        "shapiq kADDSHAP (pairing)": (lambda n, s: A.kADDSHAP(n, pairing_trick=True, random_state=s), {}),
+        "shapiq UnbiasedKernelSHAP (pairing)": (lambda n, s: A.UnbiasedKernelSHAP(n, pairing_trick=True,
+                                                                                  random_state=s), {}),
+        "shapiq SVARM": (lambda n, s: A.SVARM(n, random_state=s), {}),
+        "shapiq SVARM (pairing)": (lambda n, s: A.SVARM(n, pairing_trick=True, random_state=s), {}),
+        "shapiq OwenSamplingSV": (lambda n, s: A.OwenSamplingSV(n, random_state=s), {}),
+        "shapiq StratifiedSamplingSV": (lambda n, s: A.StratifiedSamplingSV(n, random_state=s), {}),
+        "shapiq SPEX (index SV)": (lambda n, s: A.SPEX(n=n, index="SV", max_order=1, random_state=s), {}),
+    }
+
+
+def shapiq_values(iv, n: int) -> np.ndarray:
+    """φ_i from shapiq's InteractionValues; a player missing from a sparse result (SPEX) has value 0."""
+    lookup = iv.interaction_lookup
+    return np.array([iv.values[lookup[(i,)]] if (i,) in lookup else 0.0 for i in range(n)], dtype=np.float64)
+
+
+def budget_of(n: int, m: int) -> int:
+    """Game evaluations of M permutations: M·(n − 1) + 2."""
+    return m * (n - 1) + 2
+
+
+def method_calls(games: list[ValueNetGame], m: int, names: Sequence[str], device: str = "cpu") -> dict:
+    """name -> call(r) returning (values of context r mod C, context index) for one repeat r (seed 1000 + r)."""
+    n = games[0].n_players
+    calls = {}
+    for name in names:
+        if name == EXACT:
+            def call(r):
+                j = r % len(games)
+                return exact(games[j]).values, j
+        elif name in OURS:
+            def call(r, kw=OURS[name]):
+                j = r % len(games)
+                return monte_carlo(games[j], m, seed=1000 + r, device=device, **kw).values, j
+        elif name == "generic path (one batched game call)":
+            def call(r):
+                j = r % len(games)
+                return monte_carlo(games[j], m, seed=1000 + r, path="generic").values, j
+        elif name == "naive Algorithm 1 (one game call per coalition)":
+            def call(r):
+                j = r % len(games)
+                return naive_monte_carlo(games[j], m, seed=1000 + r).values, j
+        else:
+            make, opts = shapiq_methods()[name]
+            budget = budget_of(n, m)
+
+            def call(r, make=make, opts=opts, budget=budget):
+                j = r % len(games)
+                approx = make(n, 1000 + r)
+                kwargs = {"batch_size": m + 1} if opts.get("all_in_one") else {}
+                return approx.approximate(budget, games[j], **kwargs), j
+        calls[name] = call
+    return calls
+
+
+def accuracy_row(outputs: list, refs: list[np.ndarray], n: int) -> dict:
+    """RMSE and Top-K overlap of one method's outputs [(values or InteractionValues, context index)]."""
+    sq, overlap = [], []
+    k = min(TOP_K, n - 1)
+    for out, j in outputs:
+        values = out if isinstance(out, np.ndarray) else shapiq_values(out, n)
+        sq.append(np.mean((values - refs[j]) ** 2))
+        truth = set(np.argsort(-refs[j], kind="stable")[:k].tolist())
+        overlap.append(len(truth & set(np.argsort(-values, kind="stable")[:k].tolist())) / k)
+    return {"rmse": float(np.sqrt(np.mean(sq))), "topk_overlap": float(np.mean(overlap)), "k": k}
+
+
+# ---------------------------------------------------------------------------------------------- estimator
+
+def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS) -> dict:
+    """Latency and accuracy of every estimator at n = 41, M = 50 on real HotpotQA contexts (module docstring)."""
+    n, m = 41, 50
+    n_contexts, repeats, m_ref = (4, 5, 4000) if quick else (16, 10, 20000)
+    model, config = shipped_model(device)
+    contexts = hotpot_contexts(config, n, n_contexts, device)
+    games = [make_game(model, c) for c in contexts]
+    refs, ref_se = zip(*[reference(g, m_ref) for g in games])
+    from .features import collate
+
+    batch = collate(contexts, device)
+    extra = batch.extra if model.n_extra else None
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+    def batched(r):
+        with torch.no_grad():
+            values = deepsets_shapley(model, batch.units, batch.query, batch.mask, extra, n_permutations=m,
+                                      seed=[1000 + r + j for j in range(n_contexts)]).values
+        return values.double().cpu().numpy()
+
+    names = list(OURS) + ["generic path (one batched game call)", "naive Algorithm 1 (one game call per coalition)"]
+    names += list(shapiq_methods())
+    calls = {f"ours: fast path, {n_contexts} contexts per call": batched, **method_calls(games, m, names, device)}
+    failures: dict[str, str] = {}
+    times, outputs = timed_rounds(calls, repeats, sync, failures=failures)
+    rows = []
+    for name in times:
+        per_context = n_contexts if name.startswith("ours: fast path,") else 1
+        if per_context > 1:
+            outs = [(vals[j], j) for vals in outputs[name] for j in range(n_contexts)]
+        else:
+            outs = outputs[name]
+        rows.append({"method": name, "seconds_per_context": spread([t / per_context for t in times[name]]),
+                     **accuracy_row(outs, list(refs), n)})
+    result = {"env": environment(device, quick), "n": n, "m": m, "budget": budget_of(n, m), "contexts": n_contexts,
+              "model": "shipped (models/scp-hotpotqa-best.pt)", "m_ref": m_ref,
+              "reference_rms_se": float(np.mean(ref_se)), "rows": rows, "failed": failures}
+    write_json(result, "estimator_gpu.json" if device.startswith("cuda") else "estimator.json", out_dir)
+    print(format_estimator(result))
+    return result
+
+
+def format_estimator(result: dict) -> str:
+    env = result["env"]
+    lines = [f"n = {result['n']} units, M = {result['m']} (budget {result['budget']} evaluations), "
+             f"{result['contexts']} HotpotQA test contexts, {result['model']}, {env['device']}, "
+             f"torch threads = {env['threads']}; reference: M_ref = {result['m_ref']} (RMS s.e. "
+             f"{result['reference_rms_se']:.1e})", "",
+             "| method | ms per context: median [min, max] | RMSE | Top-5 overlap |", "| --- | --- | --- | --- |"]
+    for row in result["rows"]:
+        s = row["seconds_per_context"]
+        lines.append(f"| {row['method']} | {s['median'] * 1e3:.2f} [{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | "
+                     f"{row['rmse']:.2e} | {row['topk_overlap']:.2f} |")
+    lines += [f"\n{name} failed: {message}" for name, message in result.get("failed", {}).items()]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- accuracy
+
+def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FIGURES) -> dict:
+    """RMSE vs wall time of our estimators and shapiq's at n ∈ {10, 41, 100} (module docstring)."""
+    sizes = {10: [10, 20, 50, 100], 41: [10, 20, 50, 100, 200, 500], 100: [10, 20, 50, 100, 200, 500]}
+    n_contexts, repeats, m_ref, cap = (1, 3, 4000, 1.0) if quick else (3, 10, 40000, 20.0)
+    if quick:
+        sizes = {10: [20, 50, 100], 41: [20, 50, 200], 100: [20, 50, 200]}
+    model, config = shipped_model()
+    names = list(OURS) + list(shapiq_methods())
+    curves: dict[int, dict[str, list[dict]]] = {}
+    refs_se, failures = {}, {}
+    for n, grid in sizes.items():
+        games = [make_game(model, c) for c in hotpot_contexts(config, n, n_contexts)]
+        refs, se = zip(*[reference(g, m_ref) for g in games])
+        refs_se[str(n)] = float(np.mean(se))
+        curves[n] = {name: [] for name in names}
+        alive = list(names)
+        for m in grid:
+            if budget_of(n, m) >= 2 ** n:  # at 2^n evaluations exact enumeration is the answer
+                continue
+            names_here = alive + ([EXACT] if n <= 16 and not curves[n].get(EXACT) else [])
+            failed: dict[str, str] = {}
+            times, outputs = timed_rounds(method_calls(games, m, names_here), repeats, failures=failed)
+            for name, message in failed.items():  # recorded; tried again at the next (larger) budget
+                failures.setdefault(str(n), {})[f"{name}, M = {m}"] = message
+            if EXACT in names_here:
+                curves[n][EXACT] = [{"m": None, "budget": 2 ** n, "seconds": spread(times[EXACT]),
+                                     **accuracy_row(outputs[EXACT], list(refs), n)}]
+            for name in [k for k in alive if k in times]:  # (exact is measured once: it does not depend on M)
+                t = spread(times[name])
+                curves[n][name].append({"m": m, "budget": budget_of(n, m), "seconds": t,
+                                        **accuracy_row(outputs[name], list(refs), n)})
+                if t["median"] > cap:  # larger budgets of this method would only cost more time
+                    alive.remove(name)
+            print(f"n = {n}, M = {m}: done", flush=True)
+    ratios = {n: time_to_rmse_ratios(curves[n]) for n in curves}
+    result = {"env": environment("cpu", quick), "model": "shipped (models/scp-hotpotqa-best.pt)",
+              "contexts_per_n": n_contexts, "repeats": repeats, "m_ref": m_ref, "reference_rms_se": refs_se,
+              "time_cap_s": cap, "curves": {str(n): c for n, c in curves.items()}, "failed": failures,
+              "ratios": {str(n): r for n, r in ratios.items()}}
+    result["figure"] = str(Path(figure_dir) / "accuracy_per_second.png")
+    write_json(result, "accuracy.json", out_dir)
+    plot_accuracy(result, figure_dir)
+    print(format_accuracy(result))
+    return result
+
+
+def time_to(points: list[dict], target: float) -> float | None:
+    """Seconds a method needs to reach RMSE ≤ target: log-log interpolation along its (time, RMSE) curve made
+    monotone (running minimum of RMSE over increasing time); its first time if already there; None if never."""
+    pts = sorted(((p["seconds"]["median"], p["rmse"]) for p in points))
+    best, mono = math.inf, []
+    for t, r in pts:
+        best = min(best, r)
+        mono.append((t, best))
+    if not mono or mono[-1][1] > target:
+        return None
+    if mono[0][1] <= target:
+        return mono[0][0]
+    for (t0, r0), (t1, r1) in zip(mono, mono[1:]):
+        if r1 <= target < r0:
+            w = (math.log(r0) - math.log(target)) / (math.log(r0) - math.log(r1))
+            return math.exp(math.log(t0) + w * (math.log(t1) - math.log(t0)))
+    return None
+
+
+def time_to_rmse_ratios(curves: dict[str, list[dict]]) -> list[dict]:
+    """At every RMSE some shapiq approximator reaches at one of its budgets: the fastest shapiq method's time to
+    reach it over our fastest estimator's time (None where either family never reaches it)."""
+    ours = {k: v for k, v in curves.items() if k.startswith("ours") and v}
+    theirs = {k: v for k, v in curves.items() if not k.startswith("ours") and v}
+    rows = []
+    for target in sorted({p["rmse"] for pts in theirs.values() for p in pts}):
+        t_ours = {k: time_to(v, target) for k, v in ours.items()}
+        t_theirs = {k: time_to(v, target) for k, v in theirs.items()}
+        t_ours = {k: t for k, t in t_ours.items() if t is not None}
+        t_theirs = {k: t for k, t in t_theirs.items() if t is not None}
+        if not t_ours or not t_theirs:
+            continue
+        best_ours, best_theirs = min(t_ours, key=t_ours.get), min(t_theirs, key=t_theirs.get)
+        rows.append({"rmse": target, "ours": best_ours, "ours_seconds": t_ours[best_ours], "shapiq": best_theirs,
+                     "shapiq_seconds": t_theirs[best_theirs], "ratio": t_theirs[best_theirs] / t_ours[best_ours]})
+    return rows
+
+
+OUR_COLOURS = ("tab:blue", "tab:red", "tab:green", "tab:orange")
+SHAPIQ_COLOURS = ("tab:purple", "tab:brown", "tab:pink", "lightcoral", "tab:gray", "tab:olive", "tab:cyan", "navy",
+                  "goldenrod", "black", "peru")
+
+
+def plot_accuracy(result: dict, figure_dir: Path = FIGURES) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = result["curves"]
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 4.6), squeeze=False)
+    styles = {}
+    for ax, (n, methods) in zip(axes[0], curves.items()):
+        for name, pts in methods.items():
+            if not pts:
+                continue
+            if name == EXACT:  # RMSE 0: a vertical line at its time
+                ax.axvline(pts[0]["seconds"]["median"], color="k", ls=":", lw=1.5, label=name)
+                continue
+            ours = name.startswith("ours")
+            if name not in styles:  # our estimators: solid, saturated; shapiq's: dashed, their own hues
+                palette = OUR_COLOURS if ours else SHAPIQ_COLOURS
+                colour = palette[sum(k.startswith("ours") == ours for k in styles) % len(palette)]
+                styles[name] = dict(ls="-" if ours else "--", marker="o" if ours else "s", lw=2.0 if ours else 1.2,
+                                    color=colour)
+            style = styles[name]
+            ax.plot([p["seconds"]["median"] for p in pts], [p["rmse"] for p in pts], label=name, ms=4, **style)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("wall time per context [s] (median)")
+        ax.set_ylabel("RMSE vs reference")
+        ax.set_title(f"n = {n} units")
+        ax.grid(True, which="both", alpha=0.3)
+    handles, labels = [], []
+    for ax in axes[0]:  # every method once, whichever panel it appears in
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(h)
+                labels.append(label)
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
+    env = result["env"]
+    fig.suptitle(f"Shapley accuracy per second, shipped model on HotpotQA ({env['cpu']}, torch threads = "
+                 f"{env['threads']}{', quick run' if env['quick'] else ''})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.14, 1, 0.95))
+    figure_dir = Path(figure_dir)
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    path = figure_dir / "accuracy_per_second.png"
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+def headline(result: dict, n: str = "41") -> dict | None:
+    """The ratio at the smallest RMSE both families reach at n (the hardest common target), and the smallest ratio
+    over all common targets."""
+    rows = result["ratios"].get(n) or []
+    if not rows:
+        return None
+    hardest = min(rows, key=lambda r: r["rmse"])
+    return {"at_hardest": hardest, "min_ratio": min(r["ratio"] for r in rows),
+            "median_ratio": statistics.median(r["ratio"] for r in rows), "targets": len(rows)}
+
+
+def format_accuracy(result: dict) -> str:
+    lines = []
+    for n, methods in result["curves"].items():
+        lines += [f"n = {n} (reference RMS s.e. {result['reference_rms_se'][n]:.1e})", "",
+                  "| method | M | budget | ms per context: median [min, max] | RMSE | Top-5 overlap |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for name, pts in methods.items():
+            for p in pts:
+                s = p["seconds"]
+                lines.append(f"| {name} | {p['m']} | {p['budget']} | {s['median'] * 1e3:.2f} "
+                             f"[{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | {p['rmse']:.2e} | "
+                             f"{p['topk_overlap']:.2f} |")
+        lines.append("")
+    lines += ["Time to reach an RMSE (best of each family; targets = RMSEs shapiq methods reach):", "",
+              "| n | target RMSE | our best | its time [ms] | best shapiq | its time [ms] | ratio |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for n, rows in result["ratios"].items():
+        shown = sorted(rows, key=lambda r: r["rmse"])
+        if len(shown) > 8:  # eight targets spread over the range, the hardest included
+            shown = [shown[i] for i in sorted({round(x) for x in np.linspace(0, len(shown) - 1, 8)})]
+        for r in shown:
+            lines.append(f"| {n} | {r['rmse']:.2e} | {r['ours']} | {r['ours_seconds'] * 1e3:.2f} | {r['shapiq']} | "
+                         f"{r['shapiq_seconds'] * 1e3:.2f} | {r['ratio']:.1f}× |")
+    for n, failed in result.get("failed", {}).items():
+        lines += ["", f"n = {n}, failed calls: "
+                      + "; ".join(f"{name}: {message}" for name, message in failed.items())]
+    h = headline(result)
+    if h:
+        r = h["at_hardest"]
+        lines += ["", f"**n = 41: at RMSE {r['rmse']:.2e} (the smallest both reach) {r['ours']} needs "
+                      f"{r['ours_seconds'] * 1e3:.2f} ms, {r['shapiq']} {r['shapiq_seconds'] * 1e3:.2f} ms: "
+                      f"{r['ratio']:.1f}× faster; over all {h['targets']} common targets the ratio is ≥ "
+                      f"{h['min_ratio']:.1f}× (median {h['median_ratio']:.1f}×).**"]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------- prefix
+
+def prefix(quick: bool = False, out_dir: Path = RESULTS) -> dict:
+    """Fast-path time with prefix sums by GEMM vs gather + blocked cumsum, M = 50, one context, by n."""
+    from .shapley import CUMSUM_MIN_UNITS
+
+    sizes = [16, 32, 64, 128, 256, 512] if quick else [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024]
+    repeats = 3 if quick else 7
+    torch.manual_seed(0)
+    nets = {"shipped size (H = 257)": DeepSetsValue(embed_dim=384, hidden=256, latent=128, query_mode="product_concat",
+                                                   n_extra=2, skip=True).eval(),
+            "paper (3.03M, H = 1024)": DeepSetsValue().eval()}
+    rows = []
+    for label, net in nets.items():
+        for n in sizes:
+            units, query = torch.randn(1, n, 384), torch.randn(1, 384)
+            extra = torch.randn(1, n, 2) if net.n_extra else None
+
+            def run(path):
+                def call(r):
+                    with torch.no_grad():
+                        return deepsets_shapley(net, units, query, None, extra, n_permutations=50, seed=100 + r,
+                                                prefix=path).values
+                return call
+            times, outputs = timed_rounds({"gemm": run("gemm"), "cumsum": run("cumsum")}, repeats)
+            diff = max(float((a - b).abs().max()) for a, b in zip(outputs["gemm"], outputs["cumsum"]))
+            rows.append({"net": label, "n": n, "gemm": spread(times["gemm"]), "cumsum": spread(times["cumsum"]),
+                         "max_abs_difference": diff})
+            print(f"{label}, n = {n}: gemm {statistics.median(times['gemm']) * 1e3:.1f} ms, cumsum "
+                  f"{statistics.median(times['cumsum']) * 1e3:.1f} ms", flush=True)
+    result = {"env": environment("cpu", quick), "m": 50, "rows": rows, "threshold_in_code": CUMSUM_MIN_UNITS,
+              "crossover": crossover(rows)}
+    write_json(result, "prefix.json", out_dir)
+    print(format_prefix(result))
+    return result
+
+
+def crossover(rows: list[dict]) -> dict:
+    """Per network: the smallest n from which gather + cumsum is faster at every measured larger n."""
+    out = {}
+    for net in dict.fromkeys(r["net"] for r in rows):
+        mine = sorted((r for r in rows if r["net"] == net), key=lambda r: r["n"])
+        faster = [r["cumsum"]["median"] < r["gemm"]["median"] for r in mine]
+        first = next((mine[i]["n"] for i in range(len(mine)) if all(faster[i:])), None)
+        out[net] = first
+    return out
+
+
+def format_prefix(result: dict) -> str:
+    lines = [f"M = {result['m']}, one context, torch threads = {result['env']['threads']}", "",
+             "| network | n | GEMM ms: median [min, max] | gather + cumsum ms: median [min, max] | GEMM / cumsum | "
+             "max abs difference |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in result["rows"]:
+        g, c = r["gemm"], r["cumsum"]
+        lines.append(f"| {r['net']} | {r['n']} | {g['median'] * 1e3:.2f} [{g['min'] * 1e3:.2f}, "
+                     f"{g['max'] * 1e3:.2f}] | {c['median'] * 1e3:.2f} [{c['min'] * 1e3:.2f}, {c['max'] * 1e3:.2f}] | "
+                     f"{g['median'] / c['median']:.2f} | {r['max_abs_difference']:.1e} |")
+    where = "; ".join(f"{net}: {'n = ' + str(n) if n else 'never'}" for net, n in result["crossover"].items())
+    lines += ["", f"gather + cumsum is faster at every measured n from ({where}) on; the code switches at n ≥ "
+                  f"{result['threshold_in_code']} (scp.shapley.CUMSUM_MIN_UNITS)."]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------- long
+
+LONG_SIZES = (10, 41, 100, 500, 2000)
+LONG_PERMUTATIONS = (50, 400, 1000)
+
+
+def long_worker(n: int, m: int, repeats: int) -> dict:
+    """One configuration in this (fresh) process: times, then the process's peak resident memory."""
+    from .embed import CachedEmbedder, get_embedder
+
+    torch.manual_seed(0)
+    net = DeepSetsValue().eval()
+    queries, lists = hotpot_units(n, 1, with_title=False)
+    emb = CachedEmbedder(get_embedder("minilm")).encode(queries + lists[0])
+    query, units = torch.from_numpy(emb[:1]), torch.from_numpy(emb[1:])[None]
+    rss_before = _current_rss()
+    times = []
+    with torch.no_grad():
+        for r in range(repeats):
+            start = time.perf_counter()
+            deepsets_shapley(net, units, query, n_permutations=m, seed=r)
+            times.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    return {"n": n, "m": m, "seconds": spread(times), "peak_rss_bytes": peak, "rss_before_bytes": rss_before,
+            "prefix": resolve_prefix("auto", n),
+            "threads": torch.get_num_threads()}
+
+
+def _current_rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def long_contexts(quick: bool = False, threads: int | None = None, out_dir: Path = RESULTS) -> dict:
+    """Every (n, M) configuration in its own process (module docstring)."""
+    rows = []
+    for n in LONG_SIZES:
+        for m in LONG_PERMUTATIONS:
+            repeats = (1 if n * m >= 400_000 else 2) if quick else 5
+            cmd = [sys.executable, "-m", "scp.bench", "long-worker", "--n", str(n), "--m", str(m),
+                   "--repeats", str(repeats)] + (["--threads", str(threads)] if threads else [])
+            out = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                raise RuntimeError(f"long-context worker n={n}, M={m} failed:\n{out.stderr[-2000:]}")
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            row["evaluations_per_second"] = budget_of(n, m) / row["seconds"]["median"]
+            rows.append(row)
+            print(f"n = {n}, M = {m}: {row['seconds']['median']:.3f} s, peak RSS "
+                  f"{row['peak_rss_bytes'] / 2**30:.2f} GiB", flush=True)
+    result = {"env": environment("cpu", quick), "model": "paper DeepSetsValue (3.03M parameters, random weights)",
+              "rows": rows}
+    write_json(result, "long.json", out_dir)
+    print(format_long(result))
+    return result
+
+
+def format_long(result: dict) -> str:
+    lines = [f"{result['model']}, MiniLM embeddings of real HotpotQA sentences, one context per call, "
+             f"torch threads = {result['rows'][0]['threads']}", "",
+             "| n | M | prefix sums | latency s: median [min, max] | repeats | contexts/s | coalition values/s | "
+             "peak RSS [GiB] | RSS before [GiB] |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in result["rows"]:
+        s = r["seconds"]
+        lines.append(f"| {r['n']} | {r['m']} | {r['prefix']} | {s['median']:.3f} [{s['min']:.3f}, {s['max']:.3f}] | "
+                     f"{s['repeats']} | {1 / s['median']:.2f} | {r['evaluations_per_second']:.3g} | "
+                     f"{r['peak_rss_bytes'] / 2**30:.2f} | {r['rss_before_bytes'] / 2**30:.2f} |")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------- adaptive
+
+def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, max_permutations: int = 1000,
+             settings: Sequence[tuple[float, float]] = ((0.5, 0.0), (0.1, 0.0))) -> dict:
+    """Certified adaptive budget vs fixed M = 50 on the HotpotQA test split with the shipped model: mean pairwise
+    AUC, M used, certified fraction, the boundary's gap and radius, and scoring time (embeddings and features are
+    computed beforehand).  ``settings``: (keep ratio giving K = ⌈keep·n⌉, tolerance) pairs."""
+    from .adaptive import adaptive_deepsets_shapley, keep_count
+    from .budget import batched_scores
+    from .data import load_dataset
+    from .embed import CachedEmbedder, get_embedder
+    from .features import collate, contexts_from_examples
+    from .metrics import aggregate, pairwise_auc
+
+    model, config = shipped_model()
+    examples = load_dataset("hotpotqa", split="test", limit=30 if quick else None)
+    contexts = contexts_from_examples(examples, CachedEmbedder(get_embedder(config.embedder)), config.features,
+                                      config.with_title)
+    labels = [c.labels.numpy() for c in contexts]
+
+    def auc(scores):
+        agg = aggregate([pairwise_auc(s, y) for s, y in zip(scores, labels)], n_boot=1000, seed=0)
+        return {"mean": agg.mean, "ci": [agg.ci_low, agg.ci_high], "n_used": agg.n_used}
+
+    rows = []
+    start = time.perf_counter()
+    fixed = batched_scores(model, contexts, 50, seed=0)
+    rows.append({"setting": "fixed M = 50", "seconds": time.perf_counter() - start, "auc": auc(fixed),
+                 "median_m": 50, "mean_m": 50.0, "certified": None})
+    order = sorted(range(len(contexts)), key=lambda i: contexts[i].n_units)
+    for keep, tol in settings:
+        start, scores, certs = time.perf_counter(), [None] * len(contexts), [None] * len(contexts)
+        for s in range(0, len(order), 32):
+            idx = order[s:s + 32]
+            b = collate([contexts[i] for i in idx])
+            vals, cs = adaptive_deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
+                                                 k=[keep_count(contexts[i].n_units, keep) for i in idx], delta=delta,
+                                                 max_permutations=max_permutations, seeds=b.seeds(0), tolerance=tol)
+            for i, v, c in zip(idx, vals, cs):
+                scores[i], certs[i] = v, c
+        used = [c.n_permutations for c in certs]
+        rows.append({"setting": f"adaptive, K = ⌈{keep}·n⌉, δ = {delta}, tolerance {tol}, max M {max_permutations}",
+                     "seconds": time.perf_counter() - start, "auc": auc(scores), "median_m": statistics.median(used),
+                     "mean_m": float(np.mean(used)), "certified": float(np.mean([c.certified for c in certs])),
+                     "separated": float(np.mean([c.separated for c in certs])),
+                     "median_gap": statistics.median(c.gap for c in certs),
+                     "median_radius": statistics.median(c.radius for c in certs)})
+    result = {"env": environment("cpu", quick), "contexts": len(contexts), "rows": rows,
+              "command": "python -m scp.bench adaptive" + (" --quick" if quick else "")}
+    write_json(result, "adaptive.json", out_dir)
+    print(format_adaptive(result))
+    return result
+
+
+def format_adaptive(result: dict) -> str:
+    base = result["rows"][0]["seconds"]
+    lines = [f"HotpotQA test split, {result['contexts']} contexts, shipped model, torch threads = "
+             f"{result['env']['threads']}; gap = φ̂_(K) − φ̂_(K+1), radius = what the intervals cost at the boundary "
+             "(certified when radius ≤ gap + tolerance); medians over contexts", "",
+             "| setting | AUC [95% CI] | median M | mean M | certified | median gap | median radius | "
+             "scoring time [s] | time vs M = 50 |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in result["rows"]:
+        a = r["auc"]
+        adaptive_row = r["certified"] is not None
+        cert = f"{100 * r['certified']:.0f}%" if adaptive_row else "—"
+        gap = f"{r['median_gap']:.4f}" if adaptive_row else "—"
+        radius = f"{r['median_radius']:.4f}" if adaptive_row else "—"
+        lines.append(f"| {r['setting']} | {a['mean']:.4f} [{a['ci'][0]:.4f}, {a['ci'][1]:.4f}] | {r['median_m']:g} | "
+                     f"{r['mean_m']:.0f} | {cert} | {gap} | {radius} | {r['seconds']:.2f} | "
+                     f"{r['seconds'] / base:.2f}× |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- convexity
 
 def convexity(quick: bool = False, seed: int = 0) -> dict:
     """Fraction of violated supermodularity inequalities v(S+i+j) − v(S+i) − v(S+j) + v(S) ≥ 0 on random
@@ -98,11 +745,12 @@ def convexity(quick: bool = False, seed: int = 0) -> dict:
     float64), on the logit game (before the bound) and on the bounded game v = B·σ(·).  The value range is
     printed because a saturated sigmoid makes every inequality hold trivially."""
     from .theory import supermodularity_violation_rate
+    from .value_net import ConvexDeepSets
 
     torch.manual_seed(seed)
     n, samples = 41, 1000 if quick else 5000
     units, query = torch.randn(n, 384, dtype=torch.float64), torch.randn(384, dtype=torch.float64)
-    nets = {"ConvexDeepSets": __import__("scp.value_net", fromlist=["ConvexDeepSets"]).ConvexDeepSets().double().eval(),
+    nets = {"ConvexDeepSets": ConvexDeepSets().double().eval(),
             "DeepSetsValue (unconstrained)": DeepSetsValue(query_mode="product").double().eval()}
     out = {}
     print(f"supermodularity violations on {samples} random (S, i, j), n = {n}")
@@ -126,13 +774,147 @@ def convexity(quick: bool = False, seed: int = 0) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+# ---------------------------------------------------------------------------------------------------- gpu
+
+def gpu(quick: bool = True, out_dir: Path = RESULTS) -> int:
+    """``estimator`` and one training epoch (best preset, HotpotQA train split) on CUDA; 1 without a CUDA device."""
+    if not torch.cuda.is_available():
+        print("scp.bench gpu: no CUDA device: torch.cuda.is_available() is False (torch "
+              f"{torch.__version__}, CUDA build {torch.version.cuda}); run it on a machine with an NVIDIA GPU and a "
+              "CUDA build of torch", file=sys.stderr)
+        return 1
+    import tempfile
+
+    from .embed import CachedEmbedder, get_embedder
+    from .train import config_from_preset, prepare, train
+
+    estimator(quick=True, device="cuda", out_dir=out_dir)
+    config = config_from_preset("best", epochs=1)
+    embedder = CachedEmbedder(get_embedder(config.embedder))
+    start = time.perf_counter()
+    train_ctx, val_ctx, ids = prepare(config, embedder)
+    embed_seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="scp-gpu-") as tmp:
+        start = time.perf_counter()
+        res = train(config, train_ctx, val_ctx, tmp, embedder.id, progress=False, data_ids=ids, device="cuda")
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    result = {"env": environment("cuda", quick), "train_contexts": len(train_ctx), "val_contexts": len(val_ctx),
+              "embed_seconds": embed_seconds, "epoch_seconds": seconds, "val_auc": res.best_val_auc}
+    print(f"\none training epoch on CUDA (best preset, {len(train_ctx)} train + {len(val_ctx)} validation contexts, "
+          f"validation and checkpoint writes included): {seconds:.1f} s, validation AUC {res.best_val_auc:.4f} "
+          f"(embedding beforehand: {embed_seconds:.1f} s)")
+    write_json(result, "gpu_train.json", out_dir)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------- report
+
+SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
+    "estimator": ("estimator.json", format_estimator),
+    "accuracy": ("accuracy.json", format_accuracy),
+    "prefix": ("prefix.json", format_prefix),
+    "long": ("long.json", format_long),
+    "adaptive": ("adaptive.json", format_adaptive),
+}
+
+
+def environment_table(results: dict[str, dict]) -> str:
+    lines = ["| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | run | date |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, res in results.items():
+        e = res.get("env") or res.get("meta") or {}  # scp.bench_e2e names some fields its own way
+        cpu = e.get("cpu", "—")
+        cores = e.get("logical_cores", e.get("cpu_count", "?"))
+        affinity = e.get("affinity", f"{e['cpus_usable']} usable" if "cpus_usable" in e else "?")
+        threads = e.get("threads", e.get("torch_threads", "?"))
+        lines.append(f"| {name} | {cpu} | {cores} | {affinity} | {threads} | {e.get('torch', '?')} | "
+                     f"{e.get('shapiq', '—')} | {'quick' if e.get('quick') else 'full'} | {e.get('date', '?')} |")
+    return "\n".join(lines)
+
+
+def report(out_dir: Path = RESULTS, doc: Path = DOC) -> None:
+    """Replace each ``<!-- bench:NAME -->…<!-- /bench:NAME -->`` block of BENCHMARKS.md with the table rendered
+    from results/bench/NAME.json (or a note that it has not been run)."""
+    text = Path(doc).read_text()
+    loaded = {}
+    for name, (file, fmt) in SECTIONS.items():
+        path = Path(out_dir) / file
+        if path.is_file():
+            loaded[name] = json.loads(path.read_text())
+            body = fmt(loaded[name])
+        else:
+            body = f"_not run yet: `python -m scp.bench {name}` writes {path}_"
+        text = _replace_block(text, name, body)
+    e2e = Path(out_dir) / "endtoend.json"
+    if e2e.is_file():
+        from .bench_e2e import format_table
+
+        loaded["endtoend"] = json.loads(e2e.read_text())
+        text = _replace_block(text, "endtoend", format_table(loaded["endtoend"]))
+    text = _replace_block(text, "environment", environment_table(loaded))
+    Path(doc).write_text(text)
+    print(f"{doc} regenerated from {out_dir}/*.json")
+
+
+def _replace_block(text: str, name: str, body: str) -> str:
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    if begin not in text or end not in text:
+        raise ValueError(f"BENCHMARKS.md has no {begin} … {end} block")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body.strip()}\n{end}{tail}"
+
+
+# --------------------------------------------------------------------------------------------------- main
+
+def endtoend(argv: list[str]) -> int:
+    try:
+        from . import bench_e2e
+    except ImportError as error:
+        print(f"scp.bench endtoend: scp.bench_e2e is not available ({error})", file=sys.stderr)
+        return 2
+    return bench_e2e.main(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["endtoend"]:
+        return endtoend(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m scp.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("which", choices=["estimator", "convexity"])
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
+    parser.add_argument("which", choices=["estimator", "accuracy", "prefix", "long", "adaptive", "convexity",
+                                          "endtoend", "gpu", "all", "report", "long-worker"])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, contexts and sizes (a smoke run)")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--m", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--repeats", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    {"estimator": estimator, "convexity": convexity}[args.which](quick=args.quick)
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be ≥ 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    if args.which == "long-worker":
+        print(json.dumps(long_worker(args.n, args.m, args.repeats)))
+        return 0
+    if args.which == "gpu":
+        return gpu()
+    if args.which == "all":
+        estimator(quick=args.quick)
+        accuracy(quick=args.quick)
+        prefix(quick=args.quick)
+        long_contexts(quick=args.quick, threads=args.threads)
+        adaptive(quick=args.quick)
+        threads = ["--threads", str(args.threads)] if args.threads else []
+        code = endtoend((["--quick"] if args.quick else []) + threads)
+        report()
+        return code
+    {"estimator": lambda: estimator(quick=args.quick), "accuracy": lambda: accuracy(quick=args.quick),
+     "prefix": lambda: prefix(quick=args.quick), "adaptive": lambda: adaptive(quick=args.quick),
+     "long": lambda: long_contexts(quick=args.quick, threads=args.threads),
+     "convexity": lambda: convexity(quick=args.quick), "report": report}[args.which]()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

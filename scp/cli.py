@@ -1,4 +1,4 @@
-"""Command line: ``scp eval``, ``scp train`` and ``scp run`` (notebooks; also ``python -m scp``).
+"""Command line: ``scp eval``, ``scp train``, ``scp prune`` and ``scp run`` (notebooks; also ``python -m scp``).
 
 Bad input is one line on stderr and exit code 2, never a traceback; Ctrl-C is one line saying what was saved
 (exit code 130).
@@ -32,9 +32,17 @@ def _eval(args) -> int:
     out = Path(args.out or f"runs/eval_{args.dataset}_{args.method}_{split}.json")
     if out.is_dir():
         raise ValueError(f"--out {out} is a directory; give the path of the JSON record to write")
+    adaptive = None
+    if args.adaptive:
+        adaptive = dict(delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance)
+    elif (args.delta, args.max_permutations, args.tolerance) != (None, None, None):
+        raise ValueError("--delta, --max-permutations and --tolerance go with --adaptive")
+    if adaptive is not None:
+        adaptive = {k: v for k, v in adaptive.items() if v is not None}
     result = run_eval(args.dataset, args.method, data=args.data, split=split, units=args.units,
                       checkpoint=args.checkpoint, keep_ratios=args.keep, limit=args.limit, out=str(out),
-                      n_permutations=args.permutations, seed=args.seed)
+                      n_permutations=args.permutations or (16 if args.adaptive else 50), seed=args.seed,
+                      adaptive=adaptive)
     print(format_result(result))
     print(f"record written to {out}")
     return 0 if result["status"] == "ok" else 3
@@ -66,6 +74,34 @@ def _train(args) -> int:
     return 0
 
 
+def _prune(args) -> int:
+    from .batch import prune_jsonl, prune_jsonl_ray
+
+    common = dict(checkpoint=args.checkpoint, keep_ratio=args.keep_ratio, top_k=args.top_k,
+                  token_budget=args.token_budget, n_permutations=args.n_permutations, seed=args.seed,
+                  skip_bad=args.skip_bad, progress=not args.no_progress and sys.stderr.isatty())
+    ray_options = dict(num_workers=args.ray_workers, cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus,
+                       batch_size=args.batch_size)
+    if args.ray is None:
+        given = [f"--{k}" for k, v in vars(args).items() if k.startswith(("ray_", "batch_")) and v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given).replace('_', '-')} only apply with --ray")
+        summary = prune_jsonl(args.input, args.output, **common)
+    else:
+        defaults = dict(num_workers=1, cpus_per_worker=1, gpus_per_worker=0, batch_size=16)
+        ray_options = {k: defaults[k] if v is None else v for k, v in ray_options.items()}
+        summary = prune_jsonl_ray(args.input, args.output, address=args.ray or None, **ray_options, **common)
+    print(summary.describe())
+    return 0
+
+
+def non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number ≥ 0, got {text}")
+    return value
+
+
 def _saved_on_interrupt(args) -> str:
     """What an interrupted command leaves behind, in words."""
     if args.command == "train":
@@ -81,10 +117,15 @@ def _saved_on_interrupt(args) -> str:
         return "no epoch had finished, nothing was saved (embeddings computed so far are cached)"
     if args.command == "eval":
         return "no record was written (embeddings computed so far are cached)"
+    if args.command == "prune":
+        return f"the records finished so far are in {args.output}; rerun the same command to resume"
     return "executed notebooks so far are under runs/"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .features import FEATURES
+    from .train import MODELS, PRESETS
+
     parser = Parser(prog="scp", description="Shapley Context Pruning")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
@@ -99,22 +140,31 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--checkpoint", help="an `scp train` checkpoint (for scp / scp-loo)")
     ev.add_argument("--keep", type=float, nargs="+", default=[0.5], help="keep ratios for R@keep (default 0.5)")
     ev.add_argument("--limit", type=positive_int, help="only the first N examples (N ≥ 1)")
-    ev.add_argument("--permutations", type=positive_int, default=50, help="Monte-Carlo permutations M for scp")
+    ev.add_argument("--permutations", type=positive_int,
+                    help="Monte-Carlo permutations M for scp (default 50; with --adaptive the first round's M, "
+                         "default 16)")
+    ev.add_argument("--adaptive", action="store_true",
+                    help="scp: draw permutations in doubling rounds until the Top-K set (K = ⌈first --keep · n⌉) is "
+                         "certified with probability ≥ 1 − δ, or --max-permutations is reached")
+    ev.add_argument("--delta", type=float, help="with --adaptive: failure probability δ in (0, 1) (default 0.05)")
+    ev.add_argument("--max-permutations", type=positive_int, help="with --adaptive: the largest M (default 1000)")
+    ev.add_argument("--tolerance", type=float,
+                    help="with --adaptive: stop once no kept/dropped swap can gain more than this (default 0: exact)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", help="JSON record path (default runs/eval_<dataset>_<method>_<split>.json)")
     ev.set_defaults(func=_eval)
 
     tr = sub.add_parser("train", help="train a value network (or the pointwise control)")
-    tr.add_argument("--preset", default="best", help="paper, best or pointwise (default best)")
+    tr.add_argument("--preset", default="best", help=f"one of {', '.join(PRESETS)} (default best)")
     tr.add_argument("--out", required=True, help="output folder (best.pt, last.pt, config.json)")
     tr.add_argument("--data", help="data file or directory for a single dataset (else SCP_DATA_DIR)")
     tr.add_argument("--datasets", nargs="+", help="training datasets (their train splits are mixed)")
     tr.add_argument("--val-dataset", help="validation dataset (default: the first training dataset)")
     tr.add_argument("--units", choices=["sentence", "title"])
     tr.add_argument("--embedder")
-    tr.add_argument("--model", choices=["deepsets", "convex", "pointwise"])
+    tr.add_argument("--model", choices=list(MODELS))
     tr.add_argument("--query-mode", choices=["member", "product", "concat", "product_concat"])
-    tr.add_argument("--features", nargs="*", help="extra per-unit features: cos, bm25z, cos_z (none: empty)")
+    tr.add_argument("--features", nargs="*", help=f"extra per-unit features: {', '.join(FEATURES)} (none: empty)")
     tr.add_argument("--hidden", type=positive_int)
     tr.add_argument("--latent", type=positive_int)
     tr.add_argument("--permutations", type=positive_int, help="Monte-Carlo permutations per training step")
@@ -130,6 +180,35 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_train)
 
     from . import runner
+
+    pr = sub.add_parser("prune", help="prune every record of a JSONL corpus into a JSONL file (locally or on Ray)",
+                        description="Each input line: question (or query), sentences (+ titles) or text, optional id. "
+                                    "Each output line: id, kept_indices, removed_indices, scores, kept_text, "
+                                    "tokens_before, tokens_after, ratio. A bad record stops the job before anything "
+                                    "is pruned (exit 2) unless --skip-bad; a rerun resumes after the records done.")
+    pr.add_argument("--checkpoint", required=True, help="an `scp train` checkpoint, e.g. models/scp-hotpotqa-best.pt")
+    pr.add_argument("--input", required=True, help="JSONL file, one record per line")
+    pr.add_argument("--output", required=True, help="JSONL file to write (appended to: a rerun resumes)")
+    keep = pr.add_mutually_exclusive_group(required=True)
+    keep.add_argument("--keep-ratio", type=float, metavar="R", help="keep the best ⌈r·n⌉ sentences, r in (0, 1]")
+    keep.add_argument("--top-k", type=positive_int, metavar="K", help="keep the best K sentences")
+    keep.add_argument("--token-budget", type=int, metavar="T",
+                      help="keep the best sentences that fit in T regex-words tokens")
+    pr.add_argument("--n-permutations", type=positive_int, default=50, metavar="M",
+                    help="Monte-Carlo permutations M (default 50)")
+    pr.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the permutations (default 0)")
+    pr.add_argument("--skip-bad", action="store_true", help="write {id, error} for a bad record and go on")
+    pr.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
+    pr.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                    help="run on Ray: connect to ADDRESS, or start a local instance when none is given")
+    pr.add_argument("--ray-workers", type=positive_int, metavar="N",
+                    help="Ray actors, each loading the pruner once (default 1)")
+    pr.add_argument("--ray-cpus", type=positive_int, metavar="C",
+                    help="CPUs (and torch threads) per Ray actor (default 1)")
+    pr.add_argument("--ray-gpus", type=non_negative_float, metavar="G",
+                    help="GPUs per Ray actor (default 0; > 0: prune on GPU)")
+    pr.add_argument("--batch-size", type=positive_int, metavar="B", help="records per Ray batch (default 16)")
+    pr.set_defaults(func=_prune)
 
     runner.add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
     return parser

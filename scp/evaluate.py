@@ -38,6 +38,7 @@ class SCPRanker(Ranker):
     def __init__(self, pruner, loo: bool = False, batch_size: int = 32):
         self.pruner, self.loo, self.batch_size = pruner, loo, batch_size
         self.name = "scp-loo" if loo else "scp"
+        self.certificates: list = []  # one per context scored with an adaptive budget (scp.adaptive)
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
         return self.score_many([query], [units])[0]
@@ -56,6 +57,17 @@ class SCPRanker(Ranker):
                 b = collate(chunk)
                 if isinstance(model, PointwiseScorer):
                     scores = model(b.units, b.query, b.mask, b.extra)
+                elif p.adaptive:
+                    from .adaptive import adaptive_deepsets_shapley, keep_count
+
+                    values, certs = adaptive_deepsets_shapley(
+                        model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
+                        k=[keep_count(c.n_units, p.certify_keep) for c in chunk], delta=p.delta,
+                        min_permutations=p.min_permutations, max_permutations=p.max_permutations,
+                        antithetic=p.antithetic, seeds=b.seeds(p.seed), tolerance=p.tolerance)
+                    self.certificates += certs
+                    out += values
+                    continue
                 else:
                     scores = deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
                                               n_permutations=p.n_permutations, antithetic=p.antithetic,
@@ -64,10 +76,25 @@ class SCPRanker(Ranker):
         return [self._checked(o, len(u)) for o, u in zip(out, units_list)]
 
 
+    def budget_summary(self) -> dict | None:
+        """M used and what was certified, over the contexts scored with an adaptive budget (None otherwise)."""
+        if not self.certificates:
+            return None
+        used = [c.n_permutations for c in self.certificates]
+        c0 = self.certificates[0]
+        return {"delta": c0.delta, "tolerance": c0.tolerance, "bound": c0.bound, "min_permutations":
+                self.pruner.min_permutations, "max_permutations": self.pruner.max_permutations,
+                "certify_keep": self.pruner.certify_keep,
+                "median_permutations": float(np.median(used)), "mean_permutations": float(np.mean(used)),
+                "certified": float(np.mean([c.certified for c in self.certificates])),
+                "separated": float(np.mean([c.separated for c in self.certificates]))}
+
+
 def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "minilm", cache_dir=None,
-                n_permutations: int = 50, seed: int = 0) -> Ranker:
+                n_permutations: int | str = 50, seed: int = 0, **adaptive) -> Ranker:
     """A ranker by name; ``scp`` / ``scp-loo`` need ``checkpoint``.  Unavailable models raise
-    :class:`ModelUnavailableError`."""
+    :class:`ModelUnavailableError`.  ``n_permutations="adaptive"`` with ``adaptive`` options (delta,
+    max_permutations, certify_keep, tolerance) gives ``scp`` a certified adaptive budget."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if method in ("scp", "scp-loo"):
@@ -76,7 +103,7 @@ def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "min
         from .pruner import ShapleyPruner
 
         pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
-                                               seed=seed)
+                                               seed=seed, **adaptive)
         return SCPRanker(pruner, loo=method == "scp-loo")
     if method == "cosine":
         from .embed import CachedEmbedder, get_embedder
@@ -118,6 +145,8 @@ def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[f
 
     result = {"method": ranker.name, "status": "ok", "units": "title" if with_title else "sentence",
               "dataset": examples[0].dataset, "seconds": seconds, **summary(rows)}
+    if getattr(ranker, "budget_summary", None) and ranker.budget_summary():
+        result["adaptive"] = ranker.budget_summary()
     types = sorted({row["type"] for row in rows if row["type"]})
     if types:
         result["by_type"] = {t: summary([row for row in rows if row["type"] == t]) for t in types}
@@ -133,8 +162,12 @@ def unavailable(method: str, error: Exception, with_title: bool, dataset: str) -
 
 def run_eval(dataset: str, method: str, data=None, split: str | None = "test", units: str | None = None,
              checkpoint: str | None = None, keep_ratios: Sequence[float] = (0.5,), limit: int | None = None,
-             out: str | None = None, n_permutations: int = 50, seed: int = 0, cache_dir=None) -> dict:
-    """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``."""
+             out: str | None = None, n_permutations: int = 50, seed: int = 0, cache_dir=None,
+             adaptive: dict | None = None) -> dict:
+    """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``.
+
+    ``adaptive`` (delta, max_permutations, tolerance; K = ⌈keep_ratios[0]·n⌉) replaces the fixed M of ``scp`` by
+    a certified adaptive budget whose first round has ``n_permutations`` permutations."""
     from .data import load_dataset, split_examples
 
     # every argument is checked before the data are loaded and embedded
@@ -148,6 +181,18 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
         raise ValueError(f"keep ratios must be numbers in (0, 1]; got {list(keep_ratios)}")
     if not isinstance(n_permutations, int) or n_permutations < 1:
         raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+    options: dict = {}
+    if adaptive is not None:
+        from .adaptive import check_options, round_schedule
+
+        if method != "scp":
+            raise ValueError(f"an adaptive budget applies to method 'scp' only; got {method!r}")
+        unknown = set(adaptive) - {"delta", "max_permutations", "tolerance"}
+        if unknown:
+            raise ValueError(f"unknown adaptive options {sorted(unknown)}")
+        round_schedule(n_permutations, adaptive.get("max_permutations", 1000))
+        check_options(adaptive.get("delta", 0.05), adaptive.get("tolerance", 0.0))
+        options = dict(adaptive, certify_keep=keep_ratios[0], min_permutations=n_permutations)
     config = load_checkpoint(checkpoint)[1] if checkpoint and method in ("scp", "scp-loo") else None
     examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
     if split not in (None, "all"):
@@ -157,7 +202,8 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
         units = config.unit_repr if config is not None else "sentence"
     with_title = units == "title"
     try:
-        ranker = make_ranker(method, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
+        ranker = make_ranker(method, checkpoint, cache_dir=cache_dir, seed=seed,
+                             n_permutations="adaptive" if adaptive is not None else n_permutations, **options)
         result = evaluate(examples, ranker, with_title, keep_ratios, seed=seed)
     except ModelUnavailableError as error:
         result = unavailable(method, error, with_title, dataset)
@@ -190,4 +236,9 @@ def format_result(result: dict) -> str:
     line = f"{result['method']} on {result['dataset']}/{result['split']} ({result['units']} units): " + ", ".join(parts)
     for t, sub in result.get("by_type", {}).items():
         line += f"\n  {t}: AUC {sub['auc']['mean']:.4f} (n={sub['auc']['n_used']})"
+    if "adaptive" in result:
+        a = result["adaptive"]
+        line += (f"\n  adaptive budget (δ = {a['delta']}, tolerance {a['tolerance']}): "
+                 f"median M {a['median_permutations']:g}, mean M {a['mean_permutations']:.0f}, "
+                 f"certified {100 * a['certified']:.0f}% of contexts; {result['seconds']:.1f} s")
     return line

@@ -35,13 +35,30 @@ class ShapleyPruner:
 
     ``estimator`` is any name of :data:`scp.shapley.ESTIMATORS` (``monte_carlo``, ``exact``, ``loo``, …);
     ``estimator_options`` go to it (e.g. ``max_players=20`` for exact Shapley on longer contexts).
+    ``n_permutations="adaptive"`` draws ``min_permutations`` permutations, then doubles the total in rounds until
+    the Top-K set is certified with probability ≥ 1 − ``delta`` or ``max_permutations`` is reached
+    (:mod:`scp.adaptive`); K comes from ``prune``'s ``top_k`` / ``keep_ratio``, else from ``certify_keep``; the
+    result's ``metadata["certificate"]`` says what was certified.
     """
 
     def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
-                 n_permutations: int = 50, antithetic: bool = False, seed: int | None = 0,
-                 device: str | None = None, max_units: int = MAX_UNITS, estimator_options: dict | None = None):
+                 n_permutations: int | str = 50, antithetic: bool = False, seed: int | None = 0,
+                 device: str | None = None, max_units: int = MAX_UNITS, estimator_options: dict | None = None,
+                 delta: float = 0.05, min_permutations: int = 16, max_permutations: int = 1000,
+                 certify_keep: float = 0.5, tolerance: float = 0.0):
         if estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
+        if isinstance(n_permutations, str):
+            if n_permutations != "adaptive" or ESTIMATORS[estimator] is not monte_carlo:
+                raise ValueError(f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
+                                 f"estimator; got {n_permutations!r} with {estimator!r}")
+            from .adaptive import check_options, keep_count, round_schedule
+
+            round_schedule(min_permutations, max_permutations, antithetic)  # bad options fail here, not later
+            keep_count(1, certify_keep)
+            check_options(delta, tolerance)
+        self.delta, self.certify_keep, self.tolerance = delta, certify_keep, tolerance
+        self.min_permutations, self.max_permutations = min_permutations, max_permutations
         self.model, self.config, self.embedder = model.eval(), config, embedder
         self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
         self.device, self.max_units = device, max_units
@@ -81,8 +98,15 @@ class ShapleyPruner:
             raise ValueError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                              "passages or raise max_units (cost grows as M·n²)")
 
-    def rank(self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None) -> ShapleyResult:
-        """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores."""
+    @property
+    def adaptive(self) -> bool:
+        return self.n_permutations == "adaptive"
+
+    def rank(self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None,
+             top_k: int | None = None) -> ShapleyResult:
+        """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores.
+
+        ``top_k`` is the K whose Top-K set an adaptive budget certifies (default ⌈certify_keep·n⌉)."""
         sentences = list(sentences)
         self._check(query, sentences)
         units = self.units(sentences, titles)
@@ -99,6 +123,14 @@ class ShapleyPruner:
         game = ValueNetGame(self.model, ctx.units, ctx.query, ctx.extra if self.model.n_extra else None,
                             cache_psi=True)
         options = dict(self.estimator_options)
+        if self.adaptive:
+            from .adaptive import adaptive_monte_carlo, keep_count
+
+            k = min(top_k, len(sentences)) if top_k is not None else keep_count(len(sentences), self.certify_keep)
+            return adaptive_monte_carlo(game, k, delta=self.delta, min_permutations=self.min_permutations,
+                                        max_permutations=self.max_permutations, antithetic=self.antithetic,
+                                        seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
+                                        tolerance=self.tolerance, device=self.device)
         if ESTIMATORS[self.estimator] is monte_carlo:
             options = dict(n_permutations=self.n_permutations, antithetic=self.antithetic,
                            seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
@@ -121,6 +153,9 @@ class ShapleyPruner:
                           "dropped whole; pass a list of sentences to prune inside it")
         else:
             sentences = list(sentences_or_text)
-        scores = self.rank(query, sentences, titles).values
+        from .adaptive import keep_count
+
+        k = keep_count(len(sentences), keep_ratio) if keep_ratio is not None else top_k
+        scores = self.rank(query, sentences, titles, top_k=k).values
         return prune(sentences, np.asarray(scores), keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget,
                      **kwargs)

@@ -6,8 +6,11 @@ P_i^π the players before i in a uniform random permutation π.
 - :func:`exact` enumerates all 2^n coalitions (batched), O(n·2^n) arithmetic.
 - :func:`monte_carlo` is the paper's Algorithm 1: M permutations, every prefix coalition evaluated in one
   batched call, each player credited its marginal.  A value-network game takes the Deep Sets fast path
-  (:func:`deepsets_shapley`): ψ once per unit, ρ's first linear layer applied before the prefix sums, one
-  batched ρ call for all M·(n+1) prefixes of many contexts; differentiable in the network's parameters.
+  (:func:`deepsets_shapley`, :func:`first_layer_shapley`): ψ once per unit, ρ's first linear layer applied
+  before the prefix sums (a 0/1-matrix product for short contexts, gather + blocked cumulative sum for long
+  ones), one batched ρ call for all M·(n+1) prefixes of many contexts; differentiable in the network's
+  parameters.  Options: antithetic pairs, and the unbiased position control variate (``control_variate=
+  "position"``).  :mod:`scp.adaptive` chooses M in rounds until the Top-K set is certified.
 - :func:`leave_one_out` is v(N) − v(N∖{i}) (n + 1 evaluations); it is not a Shapley estimator and fails on
   redundancy (two copies of a needed sentence each get ≈ 0).
 - :func:`max_game_shapley` / :func:`max_shapley` are closed forms for max games in O(m log m).
@@ -26,6 +29,11 @@ import torch
 from .games import Game, ValueNetGame, all_coalitions
 
 DEFAULT_EXACT_LIMIT = 16
+CONTROL_VARIATES = (None, "position")
+PREFIX_PATHS = ("auto", "gemm", "cumsum")
+CUMSUM_MIN_UNITS = 384
+"""From this many units (the padded width) on, "auto" computes prefix sums by gather + cumsum instead of the
+0/1-matrix product; measured by ``python -m scp.bench prefix`` (see BENCHMARKS.md)."""
 
 
 @dataclass
@@ -68,11 +76,15 @@ class BatchShapley:
     seeds: tuple[int, ...]  # the seed each context's permutations were drawn from
     grand_values: torch.Tensor  # v(N) per context
     empty_values: torch.Tensor  # v(∅) per context
+    control_variate: str | None = None
+    prefix: str = "gemm"  # how the prefix sums were computed ("gemm" or "cumsum")
+    extra_evaluations: torch.Tensor | int = 0  # ρ evaluations of the control variate per context (2·n_b²)
 
     @property
     def n_evaluations(self) -> torch.Tensor:
-        """Coalitions valued per context (see :class:`ShapleyResult`): M·(n_b − 1) + 2."""
-        return self.n_permutations * (self.n_units - 1) + 2
+        """Network evaluations per context (see :class:`ShapleyResult`): M·(n_b − 1) + 2, plus 2·n_b² ρ
+        evaluations at mean-field points with the position control variate."""
+        return self.n_permutations * (self.n_units - 1) + 2 + self.extra_evaluations
 
     def result(self, i: int) -> ShapleyResult:
         n = int(self.n_units[i])
@@ -82,7 +94,8 @@ class BatchShapley:
             n_evaluations=int(self.n_evaluations[i]), method="monte_carlo[deepsets-fast]", seed=self.seeds[i],
             n_permutations=self.n_permutations,
             metadata={"antithetic": self.antithetic, "v_grand": float(self.grand_values[i]),
-                      "v_empty": float(self.empty_values[i])})
+                      "v_empty": float(self.empty_values[i]), "control_variate": self.control_variate,
+                      "prefix": self.prefix})
 
 
 def resolve_seed(seed: int | None) -> int:
@@ -214,15 +227,18 @@ def leave_one_out(game: Game) -> ShapleyResult:
 
 def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, seed: int | None = None,
                 device: str | torch.device | None = None, path: str = "auto",
-                permutations: np.ndarray | None = None) -> ShapleyResult:
+                permutations: np.ndarray | None = None, control_variate: str | None = None,
+                prefix: str = "auto") -> ShapleyResult:
     """Algorithm 1: φ̂_i = (1/M) Σ_m [v(P_i^{π_m} ∪ {i}) − v(P_i^{π_m})].
 
     ``path``: "auto" (fast path for value-network games, generic otherwise), "generic" (all prefix coalitions
     of all permutations in one batched game call; any game) or "fast".  Explicit ``permutations`` (M, n)
-    override sampling, so both paths can be compared on the same draws.
+    override sampling, so both paths can be compared on the same draws.  ``control_variate="position"`` and
+    ``prefix`` are options of the fast path (see :func:`deepsets_shapley`).
     """
     if path not in ("auto", "generic", "fast"):
         raise ValueError(f"path must be 'auto', 'generic' or 'fast'; got {path!r}")
+    _check_options(control_variate, prefix)
     seed = resolve_seed(seed)
     n = check_game(game)
     if permutations is None:
@@ -234,7 +250,10 @@ def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, 
     if path == "fast" and not fast:
         raise ValueError("the fast path needs a ValueNetGame over a Deep Sets network")
     if path != "generic" and fast:
-        return _monte_carlo_valuenet(game, permutations, antithetic, seed, device)
+        return _monte_carlo_valuenet(game, permutations, antithetic, seed, device, control_variate, prefix)
+    if control_variate is not None:
+        raise ValueError(f"control_variate={control_variate!r} needs the fast path (a ValueNetGame over a Deep Sets "
+                         "network); the generic path takes any game and supports none")
     return _monte_carlo_generic(game, permutations, antithetic, seed)
 
 
@@ -263,20 +282,24 @@ def _monte_carlo_generic(game: Game, perms: np.ndarray, antithetic: bool, seed: 
                          n_permutations=m, metadata={"antithetic": antithetic})
 
 
-def _monte_carlo_valuenet(game: ValueNetGame, perms: np.ndarray, antithetic: bool, seed: int, device) -> ShapleyResult:
-    dev = torch.device(device) if device is not None else next(game.net.parameters()).device
-    was_training = game.net.training
-    game.net.eval()
+def _monte_carlo_valuenet(game: ValueNetGame, perms: np.ndarray, antithetic: bool, seed: int, device,
+                          control_variate: str | None, prefix: str) -> ShapleyResult:
+    net = game.net
+    dev = torch.device(device) if device is not None else next(net.parameters()).device
+    if next(net.parameters()).device != dev:
+        net.to(dev)
+    was_training = net.training
+    if was_training:
+        net.eval()
     try:
         with torch.no_grad():
-            units, query, extra = game.units, game.query, game.extra
-            batch = deepsets_shapley(
-                game.net.to(dev), units[None].to(dev), query[None].to(dev),
-                extra=None if extra is None else extra[None].to(dev),
-                n_permutations=perms.shape[0], antithetic=antithetic, seed=seed,
-                permutations=torch.as_tensor(perms, device=dev)[None])
+            g, g0 = game.first_layer_rows()  # ψ and ρ's first layer, computed once per game object
+            batch = first_layer_shapley(
+                net, g[None].to(dev), g0[None].to(dev), None, torch.as_tensor(perms, device=dev)[None],
+                antithetic=antithetic, seeds=(seed,), control_variate=control_variate, prefix=prefix)
     finally:
-        game.net.train(was_training)
+        if was_training:
+            net.train()
     return batch.result(0)
 
 
@@ -291,28 +314,44 @@ def padded_permutations(n_units: Sequence[int], width: int, n_permutations: int,
     return torch.from_numpy(out)
 
 
+def _check_options(control_variate: str | None, prefix: str) -> None:
+    if control_variate not in CONTROL_VARIATES:
+        raise ValueError(f"control_variate must be one of {CONTROL_VARIATES}; got {control_variate!r}")
+    if prefix not in PREFIX_PATHS:
+        raise ValueError(f"prefix must be one of {PREFIX_PATHS}; got {prefix!r}")
+
+
+def resolve_prefix(prefix: str, n: int) -> str:
+    """The prefix-sum path used for width n: "auto" picks gather + cumsum from :data:`CUMSUM_MIN_UNITS` on."""
+    if prefix == "auto":
+        return "cumsum" if n >= CUMSUM_MIN_UNITS else "gemm"
+    return prefix
+
+
 def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None,
                      extra: torch.Tensor | None = None, n_permutations: int = 50, antithetic: bool = False,
                      seed: int | Sequence[int] | None = None, permutations: torch.Tensor | None = None,
-                     chunk_elements: int = 1 << 23) -> BatchShapley:
+                     chunk_elements: int = 1 << 23, prefix: str = "auto",
+                     control_variate: str | None = None) -> BatchShapley:
     """Batched Monte-Carlo Shapley values of Deep Sets value networks over padded contexts.
 
-    With g_c = W₁ψ(x_c) and g₀ = W₁·base + b₁, the first ρ layer of prefix P_t^π is g₀ + Σ_{s≤t} g_{π(s)}:
-    one batched product of the 0/1 prefix-membership matrices (M·(n−1) × n) with g gives all interior
-    prefixes (a GEMM, cheaper in memory traffic than gather + cumulative sum); ∅ and N are valued once per
-    context; one call of the rest of ρ values them, and differences give the marginals, scattered back to
-    players.  Gradients flow to ψ and ρ.  ``mask`` (b, n) marks valid units (padding False).
+    With g_c = W₁ψ(x_c) and g₀ = W₁·base + b₁, the first ρ layer of prefix P_t^π is g₀ + Σ_{s≤t} g_{π(s)}, so
+    ψ runs once per unit and only the rest of ρ once per prefix (:func:`first_layer_shapley`).  Gradients flow
+    to ψ and ρ.  ``mask`` (b, n) marks valid units (padding False); the network's ``encode`` receives it (a
+    context-conditioned ψ(c | C) attends over the valid units).
 
     ``seed`` is one seed for every context or one per context; context i's permutations are drawn from its
     seed and its own length only (:func:`padded_permutations`), so its values do not depend on the batch it
     is in, and equal :func:`monte_carlo` on its game with the same seed.  ``chunk_elements`` bounds the
-    floats held per ρ call (contexts and permutations are chunked), so long contexts cost time, not memory.
+    floats of prefix sums held at once (contexts and permutations are chunked), so long contexts cost time, not
+    memory.  ``prefix`` and ``control_variate``: see :func:`first_layer_shapley`.
     """
     b, n, _ = units.shape
     mask = torch.ones(b, n, dtype=torch.bool, device=units.device) if mask is None else mask.to(torch.bool)
     from .value_net import check_inputs
 
     check_inputs(units, query, mask, extra)
+    _check_options(control_variate, prefix)
     n_units = mask.sum(1)
     if (n_units == 0).any():
         raise ValueError(f"empty context: batch rows {torch.nonzero(n_units == 0).flatten().tolist()} have no valid unit")
@@ -327,48 +366,134 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
     if permutations is None:
         _check_permutation_count(n_permutations, antithetic)
         permutations = padded_permutations(n_units.tolist(), n, n_permutations, antithetic, seeds).to(units.device)
-    else:
-        if permutations.ndim != 3 or permutations.shape[0] != b or permutations.shape[2] != n:
-            raise ValueError(f"permutations must be (batch, M, n) = ({b}, M, {n}); got {tuple(permutations.shape)}")
-        n_permutations = permutations.shape[1]
-        _check_permutation_count(n_permutations, antithetic)
-        permutations = permutations.to(units.device).long()
     h, base = net.encode(units, query, extra, mask)
     first_w, first_b = net.rho_first_layer()
     g = (h @ first_w.T) * mask[..., None].to(h.dtype)  # (b, n, H), zero on padding
     g0 = base @ first_w.T + first_b  # (b, H)
-    v_empty, v_grand = net.rho_after_first(g0), net.rho_after_first(g0 + g.sum(1))  # (b,)
-    # interior prefix t (1 ≤ t ≤ n−1) of permutation π holds the players of rank < t: a 0/1 matrix times g
-    # gives all of them.  Chunks of contexts × permutations keep memory near ``chunk_elements`` floats.
+    return first_layer_shapley(net, g, g0, mask, permutations, antithetic=antithetic, seeds=seeds,
+                               chunk_elements=chunk_elements, prefix=prefix, control_variate=control_variate)
+
+
+def first_layer_shapley(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tensor | None, permutations: torch.Tensor,
+                        antithetic: bool = False, seeds: Sequence[int] = (), chunk_elements: int = 1 << 23,
+                        prefix: str = "auto", control_variate: str | None = None) -> BatchShapley:
+    """Monte-Carlo Shapley values from ρ's first-layer rows g (b, n, H) (zero on padding) and g₀ (b, H).
+
+    v(P) = rest_of_ρ(g₀ + Σ_{c∈P} g_c) for every interior prefix P_t^π, 1 ≤ t ≤ n − 1, of every permutation
+    (b, M, n) (∅ and N are valued once per context); differences give the marginals, scattered back to players.
+
+    ``prefix`` computes the M·(n − 1) prefix sums per context either as one batched product of the 0/1
+    prefix-membership matrices with g ("gemm": O(M·n²·H) arithmetic, but one dense kernel, fastest for short
+    contexts) or by gathering g in permutation order and summing cumulatively ("cumsum": O(M·n·H)); "auto"
+    chooses by n (:func:`resolve_prefix`).  Both give the same values up to float rounding.
+
+    ``control_variate="position"`` subtracts, from player i's marginal at position s, the mean-field marginal
+    c_{i,s} = ρ̃(ȳ_{i,s} + g_i) − ρ̃(ȳ_{i,s}), ȳ_{i,s} = g₀ + s/(n−1)·Σ_{j≠i} g_j the expected first layer of a
+    uniform s-subset of the other players (ρ̃ = rest of ρ), and adds back its exact mean (1/n)·Σ_s c_{i,s}: the
+    position of i in a uniform permutation is uniform on 0..n−1, so E[c_{i,pos_i}] = (1/n)·Σ_s c_{i,s} and the
+    estimate stays unbiased for any network, at the cost of 2n² more ρ evaluations.  Each permutation's sample is
+    then shifted by an equal share of its efficiency gap, (Δ − Σ_j x_j)/n with Δ = v(N) − v(∅) (a zero-mean
+    correction), so the estimate stays efficient.  An additive control variate (e.g. a first-order expansion of
+    ρ, or the skip path alone) would change nothing here: its marginals are constants, so permutation sampling
+    of the remainder has the same variance.
+    """
+    b, n, width = g.shape
+    mask = torch.ones(b, n, dtype=torch.bool, device=g.device) if mask is None else mask.to(torch.bool)
+    n_units = mask.sum(1)
+    if permutations.ndim != 3 or permutations.shape[0] != b or permutations.shape[2] != n:
+        raise ValueError(f"permutations must be (batch, M, n) = ({b}, M, {n}); got {tuple(permutations.shape)}")
+    n_permutations = permutations.shape[1]
+    _check_permutation_count(n_permutations, antithetic)
+    _check_options(control_variate, prefix)
+    permutations = permutations.to(g.device).long()
+    path = resolve_prefix(prefix, n)
+    v_empty, v_grand = net.rho_after_first(torch.stack([g0, g0 + g.sum(1)]))  # (b,) each
     ranks = permutations.argsort(dim=-1)
-    steps = torch.arange(1, n, device=units.device)
-    per_pair = max(1, n - 1) * (n + g.shape[-1])
-    perm_chunk = max(1, min(n_permutations, chunk_elements // per_pair))
-    ctx_chunk = max(1, chunk_elements // (per_pair * n_permutations)) if perm_chunk == n_permutations else 1
-    rows = []
-    for s in range(0, b, ctx_chunk):
-        pieces = []
-        for p in range(0, n_permutations, perm_chunk):
-            r = ranks[s:s + ctx_chunk, p:p + perm_chunk]
-            members = (r[:, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, m, n−1, n)
-            c, m = members.shape[:2]
-            # g₀ + members @ g in one fused call (no extra pass over the prefix tensor)
-            prefix = torch.baddbmm(g0[s:s + ctx_chunk, None, :], members.reshape(c, -1, n), g[s:s + ctx_chunk])
-            pieces.append(net.rho_after_first(prefix.reshape(c, m, n - 1, g.shape[-1])))  # (c, m, n−1)
-        rows.append(torch.cat(pieces, dim=1))
-    interior = torch.cat(rows)
+    interior = _interior_values(net, g, g0, permutations, ranks, path, chunk_elements) if n > 1 else \
+        g.new_zeros(b, n_permutations, 0)
     prefix_values = torch.cat([v_empty[:, None, None].expand(b, n_permutations, 1), interior,
                                v_grand[:, None, None].expand(b, n_permutations, 1)], dim=2)  # (b, M, n+1)
     # a context of n_i < n units is whole from step n_i on: value those prefixes as N itself, so its marginals
     # telescope to exactly v(N) − v(∅) and its padding gets exactly 0
-    whole = torch.arange(n + 1, device=units.device)[None, :] >= n_units[:, None]  # (b, n+1)
+    whole = torch.arange(n + 1, device=g.device)[None, :] >= n_units[:, None]  # (b, n+1)
     prefix_values = torch.where(whole[:, None, :], v_grand[:, None, None], prefix_values)
     marg_in_order = prefix_values.diff(dim=2)  # (b, M, n)
-    marginals = torch.zeros_like(marg_in_order).scatter(2, permutations, marg_in_order)
-    phi = marginals.mean(1)
-    return BatchShapley(values=phi, std_errors=_std_errors(marginals.detach(), antithetic), n_units=n_units,
-                        n_permutations=n_permutations, antithetic=antithetic, seeds=seeds,
-                        grand_values=v_grand.detach(), empty_values=v_empty.detach())
+    samples = torch.zeros_like(marg_in_order).scatter(2, permutations, marg_in_order)
+    extra_evaluations = torch.zeros_like(n_units)
+    if control_variate == "position":
+        c = _position_table(net, g, g0, mask, chunk_elements)  # (b, n players, n positions), 0 off the context
+        valid = mask.to(g.dtype)
+        mean_c = c.sum(2) / n_units[:, None].to(g.dtype)  # (b, n): exact E over the uniform position
+        at_pos = torch.gather(c[:, None].expand(b, n_permutations, n, n), 3, ranks[..., None]).squeeze(3)
+        samples = (samples - at_pos + mean_c[:, None, :]) * valid[:, None, :]
+        gap = (v_grand - v_empty)[:, None] - samples.sum(2)  # (b, M): each sample's efficiency gap
+        samples = samples + gap[..., None] * valid[:, None, :] / n_units[:, None, None].to(g.dtype)
+        extra_evaluations = 2 * n_units ** 2
+    phi = samples.mean(1)
+    return BatchShapley(values=phi, std_errors=_std_errors(samples.detach(), antithetic), n_units=n_units,
+                        n_permutations=n_permutations, antithetic=antithetic, seeds=tuple(seeds),
+                        grand_values=v_grand.detach(), empty_values=v_empty.detach(),
+                        control_variate=control_variate, prefix=path, extra_evaluations=extra_evaluations)
+
+
+def _interior_values(net, g: torch.Tensor, g0: torch.Tensor, permutations: torch.Tensor, ranks: torch.Tensor,
+                     path: str, chunk_elements: int) -> torch.Tensor:
+    """(b, M, n − 1) values of the interior prefixes, chunked over contexts × permutations."""
+    b, n, width = g.shape
+    m_all = permutations.shape[1]
+    per_pair = (n - 1) * (n + width) if path == "gemm" else (2 * n - 1) * width  # floats per (context, permutation)
+    perm_chunk = max(1, min(m_all, chunk_elements // per_pair))
+    ctx_chunk = max(1, chunk_elements // (per_pair * m_all)) if perm_chunk == m_all else 1
+    steps = torch.arange(1, n, device=g.device)
+    rows = []
+    for s in range(0, b, ctx_chunk):
+        gs, g0s, pieces = g[s:s + ctx_chunk], g0[s:s + ctx_chunk], []
+        for p in range(0, m_all, perm_chunk):
+            if path == "gemm":
+                r = ranks[s:s + ctx_chunk, p:p + perm_chunk]
+                members = (r[:, :, None, :] < steps[None, None, :, None]).to(g.dtype)  # (c, m, n−1, n)
+                c, m = members.shape[:2]
+                # g₀ + members @ g in one fused call (no extra pass over the prefix tensor)
+                pre = torch.baddbmm(g0s[:, None, :], members.reshape(c, -1, n), gs).reshape(c, m, n - 1, width)
+            else:
+                order = permutations[s:s + ctx_chunk, p:p + perm_chunk, :n - 1]  # (c, m, n−1): the last is not needed
+                c, m = order.shape[:2]
+                offset = (torch.arange(c, device=g.device) * n)[:, None, None]
+                rows_in_order = torch.nn.functional.embedding(order + offset, gs.reshape(c * n, width))
+                pre = blocked_cumsum(rows_in_order, dim=2) + g0s[:, None, None, :]
+            pieces.append(net.rho_after_first(pre))  # (c, m, n−1)
+        rows.append(torch.cat(pieces, dim=1))
+    return torch.cat(rows)
+
+
+def blocked_cumsum(x: torch.Tensor, dim: int, block: int = 32) -> torch.Tensor:
+    """Cumulative sum along ``dim`` in blocks: a (block × block) lower-triangular product within each block, then
+    a cumulative sum of the block totals added to the blocks after them.  Same values as ``x.cumsum(dim)`` up to
+    float rounding; on CPU several times faster than torch's scan for long axes (dense kernels)."""
+    x = x.movedim(dim, -2)
+    n = x.shape[-2]
+    pad = (-n) % block
+    blocks = torch.nn.functional.pad(x, (0, 0, 0, pad)).reshape(*x.shape[:-2], -1, block, x.shape[-1])
+    tri = torch.ones(block, block, dtype=x.dtype, device=x.device).tril()
+    within = torch.matmul(tri, blocks)  # (…, n_blocks, block, H): prefix sums inside each block
+    before = within[..., :-1, -1, :].cumsum(-2)  # totals of all earlier blocks
+    within = within + torch.nn.functional.pad(before, (0, 0, 1, 0))[..., None, :]
+    return within.reshape(*x.shape[:-2], -1, x.shape[-1])[..., :n, :].movedim(-2, dim)
+
+
+def _position_table(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tensor, chunk_elements: int) -> torch.Tensor:
+    """c_{i,s} = ρ̃(ȳ_{i,s} + g_i) − ρ̃(ȳ_{i,s}), ȳ_{i,s} = g₀ + s/(n_b−1)·(G − g_i), for valid i and s < n_b."""
+    b, n, width = g.shape
+    n_units = mask.sum(1).to(g.dtype)
+    others = g.sum(1, keepdim=True) - g  # (b, n, H): Σ_{j≠i} g_j
+    frac = torch.arange(n, device=g.device, dtype=g.dtype)[None, :] / (n_units[:, None] - 1).clamp(min=1)  # (b, s)
+    inside = mask[:, :, None] & (torch.arange(n, device=g.device)[None, None, :] < mask.sum(1)[:, None, None])
+    player_chunk = max(1, chunk_elements // (2 * b * n * width))
+    rows = []
+    for i in range(0, n, player_chunk):
+        base = g0[:, None, None, :] + frac[:, None, :, None] * others[:, i:i + player_chunk, None, :]  # (b, p, s, H)
+        rows.append(net.rho_after_first(base + g[:, i:i + player_chunk, None, :]) - net.rho_after_first(base))
+    return torch.cat(rows, dim=1) * inside.to(g.dtype)
 
 
 def naive_monte_carlo(game: Game, n_permutations: int, seed: int | None = None) -> ShapleyResult:

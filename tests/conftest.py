@@ -5,6 +5,31 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("SCP_DATA_DIR", str((ROOT.parent / "shared" / "data").resolve()))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one worker per core: one torch thread each (notebook kernels inherit it) instead of
+    # every worker's torch spreading over all cores
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def notebook_of(item) -> str | None:
+    """The notebook a test executes (via ``smoke_run``): its ``name`` parameter, else its module's ``NAME``."""
+    if "smoke_run" not in getattr(item, "fixturenames", ()):
+        return None
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("name") or getattr(item.module, "NAME", None) or item.name.removeprefix("test_")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``--dist loadgroup``) every test of one notebook runs in the same worker, so the
+    notebook executes once per session however many files test it."""
+    for item in items:
+        name = notebook_of(item)
+        if name:
+            item.add_marker(pytest.mark.xdist_group(name))
 
 
 @pytest.fixture(scope="session")
