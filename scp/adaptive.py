@@ -6,7 +6,13 @@ antithetic pair means), which lie in an interval of width R = 2·B when the game
 
 - Hoeffding: r = R·sqrt(ln(2/δ') / (2t));
 - empirical Bernstein (Maurer & Pontil 2009, Thm 4, two-sided): r = sqrt(2·V·ln(4/δ') / t) + 7R·ln(4/δ') / (3(t − 1)),
-  V the unbiased sample variance (it shrinks with V, so low-variance players certify early).
+  V the unbiased sample variance (it shrinks with V, so low-variance players certify early);
+- Student (asymptotic, not a finite-sample bound): r = t_{t−1}(1 − δ'/2)·sqrt(V/t), valid as t → ∞ by the
+  central limit theorem.  It is the only one of the three without a range term, and on a value network the range
+  term decides: any bound that holds for every distribution on an interval of width R pays ≈ R·ln(1/δ')/t (a draw
+  may jump by R with small probability), and R = 2B = 2 is 100–1000× the gaps between near-tied sentences.
+  Certificates say which kind they are (``rigorous``).  Only the Student interval takes the draws of the position
+  control variate (:func:`scp.shapley.first_layer_shapley`), whose range is not R.
 
 Each check uses δ' = δ / (n · R_max), R_max the number of rounds the schedule allows: a union bound over players
 and rounds (Theorem A.3 made sequential), so with probability ≥ 1 − δ every interval of every round holds at
@@ -16,7 +22,8 @@ once, whatever round stopping happens at.  With K̂ the estimated Top-K set, the
 
 Sampling stops once margin ≥ −``tolerance`` or at ``max_permutations``.  On the good event, every dropped player's
 true value exceeds every kept one's by at most −margin; so margin > 0 ("separated") means K̂ is the true Top-K
-set with probability ≥ 1 − δ, and margin ≥ −ε means no swap of a kept and a dropped player gains more than ε.
+set with probability ≥ 1 − δ, and margin ≥ −ε means no swap of a kept and a dropped player gains more than ε
+(for the Student interval: approximately, as t grows).
 """
 
 from __future__ import annotations
@@ -27,16 +34,18 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from scipy import stats
 
 from .games import Game, ValueNetGame
 from .shapley import (ShapleyResult, check_game, derive_seed, first_layer_shapley, monte_carlo, padded_permutations,
-                      resolve_seed)
+                      position_table, resolve_seed)
 
-__all__ = ["BOUNDS", "DEFAULT_MIN_PERMUTATIONS", "TopKCertificate", "adaptive_deepsets_shapley",
+__all__ = ["BOUNDS", "DEFAULT_MIN_PERMUTATIONS", "RIGOROUS", "TopKCertificate", "adaptive_deepsets_shapley",
            "adaptive_monte_carlo", "bernstein_radius", "certify_topk", "check_options", "hoeffding_radius",
-           "keep_count", "round_schedule"]
+           "keep_count", "round_schedule", "student_radius"]
 
-BOUNDS = ("bernstein", "hoeffding")
+BOUNDS = ("bernstein", "hoeffding", "student")
+RIGOROUS = ("bernstein", "hoeffding")
 DEFAULT_MIN_PERMUTATIONS = 16
 
 
@@ -45,8 +54,8 @@ class TopKCertificate:
     """What an adaptive run certified about its Top-K set (see the module docstring).
 
     ``gap`` = φ̂_(K) − φ̂_(K+1) (estimated), ``radius`` = gap − margin (what the confidence intervals cost at the
-    boundary), ``certified`` = margin ≥ −tolerance, ``separated`` = margin > 0.  With K = n nothing is dropped:
-    margin = gap = +inf.
+    boundary), ``certified`` = margin ≥ −tolerance, ``separated`` = margin > 0, ``rigorous`` = the intervals are
+    finite-sample bounds (not the asymptotic Student interval).  With K = n nothing is dropped: margin = gap = +inf.
     """
 
     k: int
@@ -61,6 +70,7 @@ class TopKCertificate:
     certified: bool
     separated: bool
     stopped_at_max: bool
+    rigorous: bool = True
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -77,6 +87,14 @@ def bernstein_radius(variance: np.ndarray, t: int, value_range: float, delta: fl
         return np.full(np.shape(variance), np.inf)
     log = math.log(4.0 / delta)
     return np.sqrt(2.0 * np.maximum(variance, 0.0) * log / t) + 7.0 * value_range * log / (3.0 * (t - 1))
+
+
+def student_radius(variance: np.ndarray, t: int, delta: float) -> np.ndarray:
+    """Asymptotic two-sided radius t_{t−1}(1 − δ/2)·sqrt(V/t) (Student-t quantile, t ≥ 2 draws): valid as t → ∞
+    by the central limit theorem, not for every t — no certificate, an estimate of one."""
+    if t < 2:
+        return np.full(np.shape(variance), np.inf)
+    return float(stats.t.ppf(1.0 - delta / 2.0, t - 1)) * np.sqrt(np.maximum(variance, 0.0) / t)
 
 
 def round_schedule(min_permutations: int, max_permutations: int, antithetic: bool = False) -> list[int]:
@@ -102,14 +120,16 @@ def keep_count(n: int, keep_ratio: float) -> int:
     return max(1, math.ceil(keep_ratio * n - 1e-9))
 
 
-def _check(k: int, n: int, delta: float, tolerance: float, bound: str) -> None:
+def _check(k: int, n: int, delta: float, tolerance: float, bound: str, control_variate: str | None) -> None:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
         raise ValueError(f"k must be an integer in [1, n = {n}]; got {k!r}")
-    check_options(delta, tolerance, bound)
+    check_options(delta, tolerance, bound, control_variate)
 
 
-def check_options(delta: float, tolerance: float = 0.0, bound: str = "bernstein") -> None:
-    """Clear errors for δ outside (0, 1), a negative or infinite tolerance, or an unknown bound."""
+def check_options(delta: float, tolerance: float = 0.0, bound: str = "bernstein",
+                  control_variate: str | None = None) -> None:
+    """Clear errors for δ outside (0, 1), a negative or infinite tolerance, an unknown bound, or a rigorous bound
+    with a control variate (its draws do not lie in the game's range)."""
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
         raise ValueError(f"delta (failure probability) must lie in (0, 1); got {delta!r}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
@@ -117,6 +137,9 @@ def check_options(delta: float, tolerance: float = 0.0, bound: str = "bernstein"
         raise ValueError(f"tolerance must be a finite number ≥ 0; got {tolerance!r}")
     if bound not in BOUNDS:
         raise ValueError(f"bound must be one of {BOUNDS}; got {bound!r}")
+    if control_variate is not None and bound in RIGOROUS:
+        raise ValueError(f"the {bound} bound needs draws in the game's range; with control_variate="
+                         f"{control_variate!r} use bound='student' (asymptotic), or drop the control variate")
 
 
 class _Moments:
@@ -157,6 +180,8 @@ def certify_topk(mean: np.ndarray, radius: np.ndarray, k: int) -> tuple[float, f
 def _radius(moments: _Moments, value_range: float, delta_each: float, bound: str) -> np.ndarray:
     if bound == "hoeffding":
         return np.broadcast_to(hoeffding_radius(moments.t, value_range, delta_each), moments.s1.shape)
+    if bound == "student":
+        return student_radius(moments.variance, moments.t, delta_each)
     return bernstein_radius(moments.variance, moments.t, value_range, delta_each)
 
 
@@ -169,13 +194,14 @@ def _certificate(moments: _Moments, k: int, delta: float, tolerance: float, boun
     return TopKCertificate(k=int(k), delta=float(delta), tolerance=float(tolerance), bound=bound,
                            n_permutations=int(m_used), rounds=rounds, gap=gap, radius=gap - margin if math.isfinite(gap)
                            else 0.0, margin=margin, certified=bool(certified), separated=bool(margin > 0),
-                           stopped_at_max=bool(at_max and not certified))
+                           stopped_at_max=bool(at_max and not certified), rigorous=bound in RIGOROUS)
 
 
 def adaptive_monte_carlo(game: Game, k: int, delta: float = 0.05, min_permutations: int = DEFAULT_MIN_PERMUTATIONS,
                          max_permutations: int = 1000, antithetic: bool = False, seed: int | None = None,
                          value_range: float | None = None, tolerance: float = 0.0, bound: str = "bernstein",
-                         device: str | torch.device | None = None) -> ShapleyResult:
+                         control_variate: str | None = None, device: str | torch.device | None = None
+                         ) -> ShapleyResult:
     """Monte-Carlo Shapley values with M chosen in rounds until the Top-K set is certified (module docstring).
 
     ``value_range`` bounds max v − min v over coalitions (marginals then lie in an interval of width 2·value_range);
@@ -184,7 +210,7 @@ def adaptive_monte_carlo(game: Game, k: int, delta: float = 0.05, min_permutatio
     ``metadata["certificate"]`` is the :class:`TopKCertificate` as a dict.  The same seed gives the same numbers.
     """
     n = check_game(game)
-    _check(k, n, delta, tolerance, bound)
+    _check(k, n, delta, tolerance, bound, control_variate)
     if value_range is None:
         if not isinstance(game, ValueNetGame):
             raise ValueError("value_range (a bound on max v − min v) is needed for a game that is not a ValueNetGame")
@@ -196,7 +222,7 @@ def adaptive_monte_carlo(game: Game, k: int, delta: float = 0.05, min_permutatio
     moments, used, evaluations = _Moments(n), 0, 0
     for r, total in enumerate(schedule, start=1):
         res = monte_carlo(game, total - used, antithetic=antithetic, seed=derive_seed(seed, f"adaptive-round-{r}"),
-                          device=device)
+                          control_variate=control_variate, device=device)
         draws = (total - used) // 2 if antithetic else total - used
         moments.add(res.values, res.std_errors, draws)
         used, evaluations = total, evaluations + res.n_evaluations
@@ -206,14 +232,15 @@ def adaptive_monte_carlo(game: Game, k: int, delta: float = 0.05, min_permutatio
             break
     return ShapleyResult(values=moments.mean, std_errors=np.sqrt(moments.variance / moments.t),
                          n_evaluations=int(evaluations), method="monte_carlo[adaptive]", seed=seed,
-                         n_permutations=used, metadata={"antithetic": antithetic, "certificate": cert.as_dict()})
+                         n_permutations=used, metadata={"antithetic": antithetic, "control_variate": control_variate,
+                                                        "certificate": cert.as_dict()})
 
 
 def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None,
                               extra: torch.Tensor | None = None, k: int | Sequence[int] = 1, delta: float = 0.05,
                               min_permutations: int = DEFAULT_MIN_PERMUTATIONS, max_permutations: int = 1000,
                               antithetic: bool = False, seeds: int | Sequence[int] | None = None,
-                              tolerance: float = 0.0, bound: str = "bernstein"
+                              tolerance: float = 0.0, bound: str = "bernstein", control_variate: str | None = None
                               ) -> tuple[list[np.ndarray], list[TopKCertificate]]:
     """:func:`adaptive_monte_carlo` for a padded batch of value-network contexts, without gradients.
 
@@ -228,7 +255,7 @@ def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mas
     if len(ks) != b:
         raise ValueError(f"got {len(ks)} values of k for a batch of {b} contexts")
     for ki, ni in zip(ks, n_units):
-        _check(ki, ni, delta, tolerance, bound)
+        _check(ki, ni, delta, tolerance, bound, control_variate)
     seeds = [resolve_seed(seeds)] * b if seeds is None or isinstance(seeds, (int, np.integer)) else \
         [resolve_seed(s) for s in seeds]
     if len(seeds) != b:
@@ -242,6 +269,7 @@ def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mas
             w, bias = net.rho_first_layer()
             g = (h @ w.T) * mask[..., None].to(h.dtype)
             g0 = base @ w.T + bias
+            table = position_table(net, g, g0, mask) if control_variate == "position" else None  # once per context
             moments = [_Moments(ni) for ni in n_units]
             certs: list[TopKCertificate | None] = [None] * b
             active, used = list(range(b)), 0
@@ -251,7 +279,8 @@ def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mas
                 perms = padded_permutations([n_units[i] for i in active], width, total - used, antithetic,
                                             round_seeds).to(units.device)
                 res = first_layer_shapley(net, g[active, :width], g0[active], mask[active, :width], perms,
-                                          antithetic=antithetic, seeds=round_seeds)
+                                          antithetic=antithetic, seeds=round_seeds, control_variate=control_variate,
+                                          position_table=None if table is None else table[active, :width, :width])
                 draws = (total - used) // 2 if antithetic else total - used
                 used = total
                 still = []

@@ -34,15 +34,16 @@ def _eval(args) -> int:
         raise ValueError(f"--out {out} is a directory; give the path of the JSON record to write")
     adaptive = None
     if args.adaptive:
-        adaptive = dict(delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance)
-    elif (args.delta, args.max_permutations, args.tolerance) != (None, None, None):
-        raise ValueError("--delta, --max-permutations and --tolerance go with --adaptive")
+        adaptive = dict(delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance,
+                        bound=args.bound)
+    elif (args.delta, args.max_permutations, args.tolerance, args.bound) != (None, None, None, None):
+        raise ValueError("--delta, --max-permutations, --tolerance and --bound go with --adaptive")
     if adaptive is not None:
         adaptive = {k: v for k, v in adaptive.items() if v is not None}
     result = run_eval(args.dataset, args.method, data=args.data, split=split, units=args.units,
                       checkpoint=args.checkpoint, keep_ratios=args.keep, limit=args.limit, out=str(out),
                       n_permutations=args.permutations or (16 if args.adaptive else 50), seed=args.seed,
-                      adaptive=adaptive)
+                      adaptive=adaptive, control_variate=args.control_variate)
     print(format_result(result))
     print(f"record written to {out}")
     return 0 if result["status"] == "ok" else 3
@@ -123,6 +124,7 @@ def _saved_on_interrupt(args) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .adaptive import BOUNDS
     from .features import FEATURES
     from .train import MODELS, PRESETS
 
@@ -150,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-permutations", type=positive_int, help="with --adaptive: the largest M (default 1000)")
     ev.add_argument("--tolerance", type=float,
                     help="with --adaptive: stop once no kept/dropped swap can gain more than this (default 0: exact)")
+    ev.add_argument("--bound", choices=BOUNDS,
+                    help="with --adaptive: the confidence interval; bernstein (default) and hoeffding are rigorous, "
+                         "student is the asymptotic (CLT) interval")
+    ev.add_argument("--control-variate", choices=["position"],
+                    help="scp: subtract the unbiased position control variate from every Monte-Carlo marginal")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", help="JSON record path (default runs/eval_<dataset>_<method>_<split>.json)")
     ev.set_defaults(func=_eval)

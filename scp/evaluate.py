@@ -64,14 +64,15 @@ class SCPRanker(Ranker):
                         model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
                         k=[keep_count(c.n_units, p.certify_keep) for c in chunk], delta=p.delta,
                         min_permutations=p.min_permutations, max_permutations=p.max_permutations,
-                        antithetic=p.antithetic, seeds=b.seeds(p.seed), tolerance=p.tolerance)
+                        antithetic=p.antithetic, seeds=b.seeds(p.seed), tolerance=p.tolerance, bound=p.bound,
+                        control_variate=p.control_variate)
                     self.certificates += certs
                     out += values
                     continue
                 else:
                     scores = deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
                                               n_permutations=p.n_permutations, antithetic=p.antithetic,
-                                              seed=b.seeds(p.seed)).values
+                                              seed=b.seeds(p.seed), control_variate=p.control_variate).values
                 out += [scores[i, :c.n_units].double().numpy() for i, c in enumerate(chunk)]
         return [self._checked(o, len(u)) for o, u in zip(out, units_list)]
 
@@ -84,7 +85,7 @@ class SCPRanker(Ranker):
         c0 = self.certificates[0]
         return {"delta": c0.delta, "tolerance": c0.tolerance, "bound": c0.bound, "min_permutations":
                 self.pruner.min_permutations, "max_permutations": self.pruner.max_permutations,
-                "certify_keep": self.pruner.certify_keep,
+                "certify_keep": self.pruner.certify_keep, "control_variate": self.pruner.control_variate,
                 "median_permutations": float(np.median(used)), "mean_permutations": float(np.mean(used)),
                 "certified": float(np.mean([c.certified for c in self.certificates])),
                 "separated": float(np.mean([c.separated for c in self.certificates]))}
@@ -94,7 +95,7 @@ def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "min
                 n_permutations: int | str = 50, seed: int = 0, **adaptive) -> Ranker:
     """A ranker by name; ``scp`` / ``scp-loo`` need ``checkpoint``.  Unavailable models raise
     :class:`ModelUnavailableError`.  ``n_permutations="adaptive"`` with ``adaptive`` options (delta,
-    max_permutations, certify_keep, tolerance) gives ``scp`` a certified adaptive budget."""
+    max_permutations, certify_keep, tolerance, bound, control_variate) gives ``scp`` an adaptive budget."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if method in ("scp", "scp-loo"):
@@ -163,11 +164,12 @@ def unavailable(method: str, error: Exception, with_title: bool, dataset: str) -
 def run_eval(dataset: str, method: str, data=None, split: str | None = "test", units: str | None = None,
              checkpoint: str | None = None, keep_ratios: Sequence[float] = (0.5,), limit: int | None = None,
              out: str | None = None, n_permutations: int = 50, seed: int = 0, cache_dir=None,
-             adaptive: dict | None = None) -> dict:
+             adaptive: dict | None = None, control_variate: str | None = None) -> dict:
     """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``.
 
-    ``adaptive`` (delta, max_permutations, tolerance; K = ⌈keep_ratios[0]·n⌉) replaces the fixed M of ``scp`` by
-    a certified adaptive budget whose first round has ``n_permutations`` permutations."""
+    ``adaptive`` (delta, max_permutations, tolerance, bound; K = ⌈keep_ratios[0]·n⌉) replaces the fixed M of
+    ``scp`` by an adaptive budget whose first round has ``n_permutations`` permutations; ``control_variate``
+    ("position") goes to ``scp``'s Monte-Carlo estimator, fixed or adaptive M."""
     from .data import load_dataset, split_examples
 
     # every argument is checked before the data are loaded and embedded
@@ -182,17 +184,25 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
     if not isinstance(n_permutations, int) or n_permutations < 1:
         raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     options: dict = {}
+    if control_variate is not None:
+        from .shapley import CONTROL_VARIATES
+
+        if method != "scp" or control_variate not in CONTROL_VARIATES:
+            raise ValueError(f"control_variate must be one of {CONTROL_VARIATES[1:]} with method 'scp'; got "
+                             f"{control_variate!r} with {method!r}")
+        options["control_variate"] = control_variate
     if adaptive is not None:
         from .adaptive import check_options, round_schedule
 
         if method != "scp":
             raise ValueError(f"an adaptive budget applies to method 'scp' only; got {method!r}")
-        unknown = set(adaptive) - {"delta", "max_permutations", "tolerance"}
+        unknown = set(adaptive) - {"delta", "max_permutations", "tolerance", "bound"}
         if unknown:
             raise ValueError(f"unknown adaptive options {sorted(unknown)}")
         round_schedule(n_permutations, adaptive.get("max_permutations", 1000))
-        check_options(adaptive.get("delta", 0.05), adaptive.get("tolerance", 0.0))
-        options = dict(adaptive, certify_keep=keep_ratios[0], min_permutations=n_permutations)
+        check_options(adaptive.get("delta", 0.05), adaptive.get("tolerance", 0.0), adaptive.get("bound", "bernstein"),
+                      control_variate)
+        options.update(adaptive, certify_keep=keep_ratios[0], min_permutations=n_permutations)
     config = load_checkpoint(checkpoint)[1] if checkpoint and method in ("scp", "scp-loo") else None
     examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
     if split not in (None, "all"):

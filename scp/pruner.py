@@ -38,16 +38,26 @@ class ShapleyPruner:
     ``n_permutations="adaptive"`` draws ``min_permutations`` permutations, then doubles the total in rounds until
     the Top-K set is certified with probability ≥ 1 − ``delta`` or ``max_permutations`` is reached
     (:mod:`scp.adaptive`); K comes from ``prune``'s ``top_k`` / ``keep_ratio``, else from ``certify_keep``; the
-    result's ``metadata["certificate"]`` says what was certified.
+    result's ``metadata["certificate"]`` says what was certified.  ``bound`` is the interval behind it
+    ("bernstein" and "hoeffding" are rigorous, "student" is the asymptotic CLT interval) and ``tolerance`` the
+    ε of an ε-certified Top-K set.  ``control_variate="position"`` (Monte Carlo on a value network, fixed or
+    adaptive M) subtracts the unbiased position control variate (:func:`scp.shapley.first_layer_shapley`).
     """
 
     def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
                  n_permutations: int | str = 50, antithetic: bool = False, seed: int | None = 0,
                  device: str | None = None, max_units: int = MAX_UNITS, estimator_options: dict | None = None,
                  delta: float = 0.05, min_permutations: int = 16, max_permutations: int = 1000,
-                 certify_keep: float = 0.5, tolerance: float = 0.0):
+                 certify_keep: float = 0.5, tolerance: float = 0.0, bound: str = "bernstein",
+                 control_variate: str | None = None):
         if estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
+        if control_variate is not None:
+            from .shapley import CONTROL_VARIATES
+
+            if control_variate not in CONTROL_VARIATES or ESTIMATORS[estimator] is not monte_carlo:
+                raise ValueError(f"control_variate must be one of {CONTROL_VARIATES} with the monte_carlo estimator; "
+                                 f"got {control_variate!r} with {estimator!r}")
         if isinstance(n_permutations, str):
             if n_permutations != "adaptive" or ESTIMATORS[estimator] is not monte_carlo:
                 raise ValueError(f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
@@ -56,8 +66,9 @@ class ShapleyPruner:
 
             round_schedule(min_permutations, max_permutations, antithetic)  # bad options fail here, not later
             keep_count(1, certify_keep)
-            check_options(delta, tolerance)
+            check_options(delta, tolerance, bound, control_variate)
         self.delta, self.certify_keep, self.tolerance = delta, certify_keep, tolerance
+        self.bound, self.control_variate = bound, control_variate
         self.min_permutations, self.max_permutations = min_permutations, max_permutations
         self.model, self.config, self.embedder = model.eval(), config, embedder
         self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
@@ -130,11 +141,12 @@ class ShapleyPruner:
             return adaptive_monte_carlo(game, k, delta=self.delta, min_permutations=self.min_permutations,
                                         max_permutations=self.max_permutations, antithetic=self.antithetic,
                                         seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
-                                        tolerance=self.tolerance, device=self.device)
+                                        tolerance=self.tolerance, bound=self.bound,
+                                        control_variate=self.control_variate, device=self.device)
         if ESTIMATORS[self.estimator] is monte_carlo:
             options = dict(n_permutations=self.n_permutations, antithetic=self.antithetic,
                            seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
-                           device=self.device, **options)
+                           control_variate=self.control_variate, device=self.device, **options)
         return estimate(game, self.estimator, **options)
 
     def prune(self, query: str, sentences_or_text: str | Sequence[str], *, keep_ratio: float | None = None,

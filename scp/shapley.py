@@ -30,6 +30,7 @@ from .games import Game, ValueNetGame, all_coalitions
 
 DEFAULT_EXACT_LIMIT = 16
 CONTROL_VARIATES = (None, "position")
+POSITION_GRID = 8  # positions at which the position control variate is evaluated (see _position_table)
 PREFIX_PATHS = ("auto", "gemm", "cumsum")
 CUMSUM_MIN_UNITS = 384
 """From this many units (the padded width) on, "auto" computes prefix sums by gather + cumsum instead of the
@@ -78,12 +79,12 @@ class BatchShapley:
     empty_values: torch.Tensor  # v(∅) per context
     control_variate: str | None = None
     prefix: str = "gemm"  # how the prefix sums were computed ("gemm" or "cumsum")
-    extra_evaluations: torch.Tensor | int = 0  # ρ evaluations of the control variate per context (2·n_b²)
+    extra_evaluations: torch.Tensor | int = 0  # ρ evaluations of the control variate per context (2·n_b·POSITION_GRID)
 
     @property
     def n_evaluations(self) -> torch.Tensor:
-        """Network evaluations per context (see :class:`ShapleyResult`): M·(n_b − 1) + 2, plus 2·n_b² ρ
-        evaluations at mean-field points with the position control variate."""
+        """Network evaluations per context (see :class:`ShapleyResult`): M·(n_b − 1) + 2, plus
+        2·n_b·POSITION_GRID ρ evaluations at mean-field points with the position control variate."""
         return self.n_permutations * (self.n_units - 1) + 2 + self.extra_evaluations
 
     def result(self, i: int) -> ShapleyResult:
@@ -376,7 +377,8 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
 
 def first_layer_shapley(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tensor | None, permutations: torch.Tensor,
                         antithetic: bool = False, seeds: Sequence[int] = (), chunk_elements: int = 1 << 23,
-                        prefix: str = "auto", control_variate: str | None = None) -> BatchShapley:
+                        prefix: str = "auto", control_variate: str | None = None,
+                        position_table: torch.Tensor | None = None) -> BatchShapley:
     """Monte-Carlo Shapley values from ρ's first-layer rows g (b, n, H) (zero on padding) and g₀ (b, H).
 
     v(P) = rest_of_ρ(g₀ + Σ_{c∈P} g_c) for every interior prefix P_t^π, 1 ≤ t ≤ n − 1, of every permutation
@@ -391,11 +393,13 @@ def first_layer_shapley(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tens
     c_{i,s} = ρ̃(ȳ_{i,s} + g_i) − ρ̃(ȳ_{i,s}), ȳ_{i,s} = g₀ + s/(n−1)·Σ_{j≠i} g_j the expected first layer of a
     uniform s-subset of the other players (ρ̃ = rest of ρ), and adds back its exact mean (1/n)·Σ_s c_{i,s}: the
     position of i in a uniform permutation is uniform on 0..n−1, so E[c_{i,pos_i}] = (1/n)·Σ_s c_{i,s} and the
-    estimate stays unbiased for any network, at the cost of 2n² more ρ evaluations.  Each permutation's sample is
+    estimate stays unbiased for any network.  c is evaluated at :data:`POSITION_GRID` geometrically spaced
+    positions and interpolated between them (:func:`_position_table`): 2·n·POSITION_GRID more ρ evaluations.  Each permutation's sample is
     then shifted by an equal share of its efficiency gap, (Δ − Σ_j x_j)/n with Δ = v(N) − v(∅) (a zero-mean
-    correction), so the estimate stays efficient.  An additive control variate (e.g. a first-order expansion of
-    ρ, or the skip path alone) would change nothing here: its marginals are constants, so permutation sampling
-    of the remainder has the same variance.
+    correction), so the estimate stays efficient.  ``position_table`` passes c (b, n, n) when the caller keeps it
+    across calls (:func:`position_table`; its evaluations are then not counted again).  An additive control
+    variate (e.g. a first-order expansion of ρ, or the skip path alone) would change nothing here: its marginals
+    are constants, so permutation sampling of the remainder has the same variance.
     """
     b, n, width = g.shape
     mask = torch.ones(b, n, dtype=torch.bool, device=g.device) if mask is None else mask.to(torch.bool)
@@ -421,14 +425,17 @@ def first_layer_shapley(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tens
     samples = torch.zeros_like(marg_in_order).scatter(2, permutations, marg_in_order)
     extra_evaluations = torch.zeros_like(n_units)
     if control_variate == "position":
-        c = _position_table(net, g, g0, mask, chunk_elements)  # (b, n players, n positions), 0 off the context
+        given = position_table is not None
+        c = position_table if given else _position_table(net, g, g0, mask, chunk_elements)  # (b, n, n positions)
+        if c.shape != (b, n, n):
+            raise ValueError(f"position_table must be (batch, n, n) = ({b}, {n}, {n}); got {tuple(c.shape)}")
         valid = mask.to(g.dtype)
         mean_c = c.sum(2) / n_units[:, None].to(g.dtype)  # (b, n): exact E over the uniform position
         at_pos = torch.gather(c[:, None].expand(b, n_permutations, n, n), 3, ranks[..., None]).squeeze(3)
         samples = (samples - at_pos + mean_c[:, None, :]) * valid[:, None, :]
         gap = (v_grand - v_empty)[:, None] - samples.sum(2)  # (b, M): each sample's efficiency gap
         samples = samples + gap[..., None] * valid[:, None, :] / n_units[:, None, None].to(g.dtype)
-        extra_evaluations = 2 * n_units ** 2
+        extra_evaluations = torch.zeros_like(n_units) if given else 2 * n_units * POSITION_GRID
     phi = samples.mean(1)
     return BatchShapley(values=phi, std_errors=_std_errors(samples.detach(), antithetic), n_units=n_units,
                         n_permutations=n_permutations, antithetic=antithetic, seeds=tuple(seeds),
@@ -481,19 +488,39 @@ def blocked_cumsum(x: torch.Tensor, dim: int, block: int = 32) -> torch.Tensor:
     return within.reshape(*x.shape[:-2], -1, x.shape[-1])[..., :n, :].movedim(-2, dim)
 
 
+def position_table(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tensor | None = None,
+                   chunk_elements: int = 1 << 23) -> torch.Tensor:
+    """The position control variate's table c (b, n players, n positions) (see :func:`first_layer_shapley`)."""
+    mask = torch.ones(g.shape[:2], dtype=torch.bool, device=g.device) if mask is None else mask.to(torch.bool)
+    return _position_table(net, g, g0, mask, chunk_elements)
+
+
 def _position_table(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tensor, chunk_elements: int) -> torch.Tensor:
-    """c_{i,s} = ρ̃(ȳ_{i,s} + g_i) − ρ̃(ȳ_{i,s}), ȳ_{i,s} = g₀ + s/(n_b−1)·(G − g_i), for valid i and s < n_b."""
+    """c_{i,s} for valid i and s < n_b: the mean-field marginal ρ̃(ȳ + g_i) − ρ̃(ȳ), ȳ = g₀ + x/(n_b−1)·(G − g_i),
+    evaluated at :data:`POSITION_GRID` positions x_k = n_b^{k/(P−1)} − 1 (geometric from 0 to n_b − 1, dense near
+    the start, where marginals change fastest) and linear in s between them: 2·n·P evaluations instead of 2·n².
+    Any fixed function of the position is an unbiased control variate, so this is exact in expectation; at
+    n = 41 on HotpotQA it removes as much variance as all n positions (``scp.bench`` accuracy)."""
     b, n, width = g.shape
     n_units = mask.sum(1).to(g.dtype)
+    steps = torch.arange(POSITION_GRID, device=g.device, dtype=g.dtype) / (POSITION_GRID - 1)
+    grid = n_units[:, None] ** steps[None, :] - 1  # (b, P): strictly increasing from 0 to n_b − 1
+    frac = grid / (n_units[:, None] - 1).clamp(min=1)
     others = g.sum(1, keepdim=True) - g  # (b, n, H): Σ_{j≠i} g_j
-    frac = torch.arange(n, device=g.device, dtype=g.dtype)[None, :] / (n_units[:, None] - 1).clamp(min=1)  # (b, s)
-    inside = mask[:, :, None] & (torch.arange(n, device=g.device)[None, None, :] < mask.sum(1)[:, None, None])
-    player_chunk = max(1, chunk_elements // (2 * b * n * width))
+    player_chunk = max(1, chunk_elements // (2 * b * POSITION_GRID * width))
     rows = []
     for i in range(0, n, player_chunk):
-        base = g0[:, None, None, :] + frac[:, None, :, None] * others[:, i:i + player_chunk, None, :]  # (b, p, s, H)
+        base = g0[:, None, None, :] + frac[:, None, :, None] * others[:, i:i + player_chunk, None, :]  # (b, p, P, H)
         rows.append(net.rho_after_first(base + g[:, i:i + player_chunk, None, :]) - net.rho_after_first(base))
-    return torch.cat(rows, dim=1) * inside.to(g.dtype)
+    at_grid = torch.cat(rows, dim=1)  # (b, n, P)
+    s = torch.arange(n, device=g.device, dtype=g.dtype)[None, :].expand(b, n).contiguous()
+    k = (torch.searchsorted(grid.contiguous(), s, right=True) - 1).clamp(0, POSITION_GRID - 2)  # (b, n positions)
+    lo, hi = grid.gather(1, k), grid.gather(1, k + 1)
+    w = ((s - lo) / (hi - lo).clamp(min=1e-12)).clamp(0, 1)[:, None, :]  # one unit: every grid point is 0
+    kk = k[:, None, :].expand(b, n, n)
+    c = at_grid.gather(2, kk) * (1 - w) + at_grid.gather(2, kk + 1) * w
+    inside = mask[:, :, None] & (torch.arange(n, device=g.device)[None, None, :] < mask.sum(1)[:, None, None])
+    return c * inside.to(g.dtype)
 
 
 def naive_monte_carlo(game: Game, n_permutations: int, seed: int | None = None) -> ShapleyResult:

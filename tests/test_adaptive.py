@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from scipy import stats
+
 from scp.adaptive import (adaptive_deepsets_shapley, adaptive_monte_carlo, bernstein_radius, certify_topk,
-                          hoeffding_radius, keep_count, round_schedule)
+                          hoeffding_radius, keep_count, round_schedule, student_radius)
 from scp.games import AdditiveGame, FunctionGame, TableGame, ValueNetGame, all_coalitions
 from scp.shapley import exact
 from scp.value_net import DeepSetsValue
@@ -32,6 +34,8 @@ def test_schedule_radii_and_keep_count():
     assert hoeffding_radius(50, 2.0, 0.1) == pytest.approx(2.0 * math.sqrt(math.log(20) / 100))
     assert bernstein_radius(np.array([0.0]), 10, 2.0, 0.1)[0] == pytest.approx(7 * 2.0 * math.log(40) / 27)
     assert np.isinf(bernstein_radius(np.array([1.0]), 1, 2.0, 0.1)).all()
+    assert student_radius(np.array([0.04]), 10, 0.1)[0] == pytest.approx(stats.t.ppf(0.95, 9) * 0.2 / math.sqrt(10))
+    assert student_radius(np.array([0.04]), 10, 0.1)[0] < bernstein_radius(np.array([0.04]), 10, 2.0, 0.1)[0]
     assert keep_count(41, 0.5) == 21 and keep_count(10, 0.01) == 1
     gap, margin = certify_topk(np.array([0.5, 0.1, 0.4]), np.array([0.01, 0.02, 0.03]), 2)
     assert gap == pytest.approx(0.3) and margin == pytest.approx(0.37 - 0.12)
@@ -50,6 +54,44 @@ def test_topk_is_right_in_at_least_one_minus_delta_of_seeded_runs():
     assert runs[0].n_permutations == cert["n_permutations"] < 4096
     m = runs[0].n_permutations
     assert runs[0].n_evaluations == m * 5 + 2 * cert["rounds"]  # each round values ∅ and N once
+
+
+def test_student_interval_keeps_the_exact_topk_in_at_least_one_minus_delta_of_seeded_runs():
+    """The asymptotic interval is no theorem at small t, so its coverage is what this test measures: on a game with
+    known exact values the Top-K set must be right in ≥ 1 − δ of seeded runs, and it stops far earlier."""
+    game, delta = separated_table_game(), 0.1
+    truth = set(np.argsort(-exact(game).values)[:2].tolist())
+    runs = [adaptive_monte_carlo(game, 2, delta=delta, value_range=1.5, max_permutations=4096, seed=s,
+                                 bound="student") for s in range(100)]
+    assert np.mean([set(np.argsort(-r.values)[:2].tolist()) == truth for r in runs]) >= 1 - delta
+    certs = [r.metadata["certificate"] for r in runs]
+    assert all(c["certified"] and not c["rigorous"] for c in certs)
+    rigorous = adaptive_monte_carlo(game, 2, delta=delta, value_range=1.5, max_permutations=4096, seed=0)
+    assert rigorous.metadata["certificate"]["rigorous"]
+    assert np.median([r.n_permutations for r in runs]) < rigorous.n_permutations
+
+
+def test_control_variate_rounds_match_single_context_and_need_the_student_interval():
+    torch.manual_seed(1)
+    net = DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product").double().eval()
+    units, query = torch.randn(9, 8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    game = ValueNetGame(net, units, query, cache_psi=True)
+    phi = exact(game).values
+    k = int(np.argmax(-np.diff(np.sort(phi)[::-1]))) + 1
+    options = dict(delta=0.1, max_permutations=2048, bound="student", control_variate="position", antithetic=True)
+    values, certs = adaptive_deepsets_shapley(net, units[None].expand(30, -1, -1), query[None].expand(30, -1), k=k,
+                                              seeds=list(range(30)), **options)
+    truth = set(np.argsort(-phi)[:k].tolist())
+    assert np.mean([set(np.argsort(-v)[:k].tolist()) == truth for v in values]) >= 0.9
+    single = adaptive_monte_carlo(game, k, seed=4, **options)  # the table is recomputed per round here
+    np.testing.assert_allclose(single.values, values[4], atol=1e-9)
+    assert single.n_permutations == certs[4].n_permutations
+    plain = adaptive_deepsets_shapley(net, units[None].expand(30, -1, -1), query[None].expand(30, -1), k=k,
+                                      seeds=list(range(30)), **(options | dict(control_variate=None)))[1]
+    assert np.median([c.n_permutations for c in certs]) <= np.median([c.n_permutations for c in plain])
+    for bound in ("bernstein", "hoeffding"):
+        with pytest.raises(ValueError, match="student"):
+            adaptive_monte_carlo(game, k, bound=bound, control_variate="position")
 
 
 def test_value_net_game_topk_certified_and_batched_equals_single():
@@ -135,10 +177,22 @@ def test_pruner_and_eval_ranker_with_an_adaptive_budget():
     np.testing.assert_allclose(scores[0], res.values, atol=1e-6)  # same seed and key: same values as rank()
     summary = ranker.budget_summary()
     assert summary["delta"] == 0.2 and 16 <= summary["median_permutations"] <= 64
+    cv = toy_pruner(n_permutations="adaptive", max_permutations=64, bound="student", control_variate="position",
+                    tolerance=0.01)
+    res_cv = cv.rank("what about topic 1?", sentences)
+    assert res_cv.metadata["control_variate"] == "position" and not res_cv.metadata["certificate"]["rigorous"]
+    cv_ranker = SCPRanker(cv)
+    np.testing.assert_allclose(cv_ranker.score_many(["what about topic 1?"], [sentences])[0], res_cv.values, atol=1e-6)
+    assert cv_ranker.budget_summary()["bound"] == "student"
+    fixed = toy_pruner(n_permutations=32, control_variate="position").rank("what about topic 1?", sentences)
+    assert fixed.metadata["control_variate"] == "position" and fixed.n_permutations == 32
     for kwargs, match in [(dict(n_permutations="fast"), "adaptive"), (dict(n_permutations="adaptive", delta=2.0),
                                                                      "delta"),
                           (dict(n_permutations="adaptive", max_permutations=8), "max_permutations"),
-                          (dict(n_permutations="adaptive", certify_keep=0.0), "keep_ratio")]:
+                          (dict(n_permutations="adaptive", certify_keep=0.0), "keep_ratio"),
+                          (dict(n_permutations="adaptive", control_variate="position"), "student"),
+                          (dict(control_variate="linear"), "control_variate"),
+                          (dict(estimator="loo", control_variate="position"), "control_variate")]:
         with pytest.raises(ValueError, match=match):
             toy_pruner(**kwargs)
 
@@ -148,3 +202,8 @@ def test_cli_rejects_adaptive_options_without_the_flag(capsys):
 
     assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.pt", "--delta", "0.1"]) == 2
     assert "--adaptive" in capsys.readouterr().err
+    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.pt", "--bound", "student"]) == 2
+    assert "--adaptive" in capsys.readouterr().err
+    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.pt", "--adaptive",
+                 "--control-variate", "position"]) == 2  # bernstein (the default) is rigorous: needs student
+    assert "student" in capsys.readouterr().err

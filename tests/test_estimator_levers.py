@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from scp.games import TableGame, ValueNetGame, all_coalitions
-from scp.shapley import blocked_cumsum, deepsets_shapley, exact, monte_carlo, resolve_prefix
+from scp.shapley import (POSITION_GRID, blocked_cumsum, deepsets_shapley, exact, monte_carlo, position_table,
+                         resolve_prefix)
 from scp.value_net import DeepSetsValue
 
 
@@ -36,8 +37,29 @@ def test_position_control_variate_is_unbiased_and_efficient(antithetic):
     # the mean over 400 independent estimates is within 4 standard errors of the exact values
     se = values.std(0, ddof=1) / np.sqrt(len(values))
     assert np.all(np.abs(values.mean(0) - phi) <= 4 * se + 1e-6)
-    # its n_evaluations counts the 2n² ρ evaluations of the control variate
-    assert int(batch.n_evaluations[0]) == 4 * 6 + 2 + 2 * 7 ** 2
+    # its n_evaluations counts the 2·n·POSITION_GRID ρ evaluations of the control variate
+    assert int(batch.n_evaluations[0]) == 4 * 6 + 2 + 2 * 7 * POSITION_GRID
+
+
+def test_position_table_is_exact_at_both_ends_and_does_not_depend_on_the_batch():
+    net = small_net(3).double()
+    torch.manual_seed(3)
+    g = torch.randn(2, 12, 16, dtype=torch.float64)
+    mask = torch.ones(2, 12, dtype=torch.bool)
+    mask[1, 9:] = False
+    g[1, 9:] = 0.0
+    g0 = torch.randn(2, 16, dtype=torch.float64)
+    with torch.no_grad():
+        c = position_table(net, g, g0, mask)
+        alone = position_table(net, g[1:, :9], g0[1:])
+        rho = net.rho_after_first
+        total = g[1, :9].sum(0)
+        first = rho(g0[1] + g[1, :9]) - rho(g0[1].expand(9, -1))  # s = 0: i joins ∅
+        last = rho((g0[1] + total).expand(9, -1)) - rho(g0[1] + total - g[1, :9])  # s = n − 1: i joins the rest
+    torch.testing.assert_close(c[1, :9, :9], alone[0])
+    torch.testing.assert_close(c[1, :9, 0], first)
+    torch.testing.assert_close(c[1, :9, 8], last)
+    assert (c[1, 9:] == 0).all() and (c[1, :, 9:] == 0).all() and POSITION_GRID < 12
 
 
 def test_position_control_variate_lowers_the_error_on_a_sigmoid_game():
