@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 
 # one pytest-xdist worker per core; every test of one notebook stays in one worker (tests/conftest.py)
 test: setup
-	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup --no-loadscope-reorder --durations=15
 
 figures: setup
 	$(BIN)/scp run all

@@ -218,7 +218,8 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
     except ModelUnavailableError as error:
         result = unavailable(method, error, with_title, dataset)
     result.update(split=split or "all", data=str(data) if data else os.environ.get("SCP_DATA_DIR"),
-                  checkpoint=checkpoint, python=platform.python_version(), torch=torch.__version__)
+                  checkpoint=checkpoint, control_variate=control_variate, python=platform.python_version(),
+                  torch=torch.__version__)
     if out:
         write_json(result, out)
     return result
@@ -247,8 +248,12 @@ def format_result(result: dict) -> str:
     for t, sub in result.get("by_type", {}).items():
         line += f"\n  {t}: AUC {sub['auc']['mean']:.4f} (n={sub['auc']['n_used']})"
     if "adaptive" in result:
+        from .adaptive import RIGOROUS
+
         a = result["adaptive"]
-        line += (f"\n  adaptive budget (δ = {a['delta']}, tolerance {a['tolerance']}): "
-                 f"median M {a['median_permutations']:g}, mean M {a['mean_permutations']:.0f}, "
+        kind = "rigorous" if a["bound"] in RIGOROUS else "asymptotic"
+        cv = f", {a['control_variate']} control variate" if a.get("control_variate") else ""
+        line += (f"\n  adaptive budget ({a['bound']} intervals, {kind}{cv}; δ = {a['delta']}, "
+                 f"tolerance {a['tolerance']}): median M {a['median_permutations']:g}, mean M {a['mean_permutations']:.0f}, "
                  f"certified {100 * a['certified']:.0f}% of contexts; {result['seconds']:.1f} s")
     return line

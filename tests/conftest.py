@@ -25,11 +25,14 @@ def notebook_of(item) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``--dist loadgroup``) every test of one notebook runs in the same worker, so the
-    notebook executes once per session however many files test it."""
+    notebook executes once per session however many files test it.  Tests marked ``run_first`` (the longest:
+    README's training block, ~13 min on one thread) are scheduled first, so they overlap the rest of the suite
+    instead of running at its end (``make test`` keeps collection order: ``--no-loadscope-reorder``)."""
     for item in items:
         name = notebook_of(item)
         if name:
             item.add_marker(pytest.mark.xdist_group(name))
+    items.sort(key=lambda item: item.get_closest_marker("run_first") is None)  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")

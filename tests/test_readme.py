@@ -43,7 +43,8 @@ def check_reproduces_shipped_model(path: Path) -> None:
         assert mine["val_metrics"]["auc"] == pytest.approx(shipped["val_metrics"]["auc"], abs=0.02)
 
 
-@pytest.mark.parametrize("index", range(len(RUNNABLE)))
+@pytest.mark.parametrize("index", [pytest.param(i, marks=[pytest.mark.run_first] if TRAIN_SHIPPED in code else [])
+                                   for i, (_, code) in enumerate(RUNNABLE)])
 def test_readme_block_runs_as_written(index):
     lang, code = RUNNABLE[index]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
