@@ -824,7 +824,7 @@ def convexity(quick: bool = False, seed: int = 0) -> dict:
 # ---------------------------------------------------------------------------------------------------- gpu
 
 def gpu(quick: bool = True, out_dir: Path = RESULTS) -> int:
-    """``estimator`` and one training epoch (best preset, HotpotQA train split) on CUDA; 1 without a CUDA device."""
+    """``estimator`` and one training epoch (the shipped preset, HotpotQA train split) on CUDA; 1 without a CUDA device."""
     if not torch.cuda.is_available():
         print("scp.bench gpu: no CUDA device: torch.cuda.is_available() is False (torch "
               f"{torch.__version__}, CUDA build {torch.version.cuda}); run it on a machine with an NVIDIA GPU and a "
@@ -833,10 +833,10 @@ def gpu(quick: bool = True, out_dir: Path = RESULTS) -> int:
     import tempfile
 
     from .embed import CachedEmbedder, get_embedder
-    from .train import config_from_preset, prepare, train
+    from .train import SHIPPED_PRESET, config_from_preset, prepare, train
 
     estimator(quick=True, device="cuda", out_dir=out_dir)
-    config = config_from_preset("best", epochs=1)
+    config = config_from_preset(SHIPPED_PRESET, epochs=1)
     embedder = CachedEmbedder(get_embedder(config.embedder))
     start = time.perf_counter()
     train_ctx, val_ctx, ids = prepare(config, embedder)
@@ -848,7 +848,8 @@ def gpu(quick: bool = True, out_dir: Path = RESULTS) -> int:
         seconds = time.perf_counter() - start
     result = {"env": environment("cuda", quick), "train_contexts": len(train_ctx), "val_contexts": len(val_ctx),
               "embed_seconds": embed_seconds, "epoch_seconds": seconds, "val_auc": res.best_val_auc}
-    print(f"\none training epoch on CUDA (best preset, {len(train_ctx)} train + {len(val_ctx)} validation contexts, "
+    print(f"\none training epoch on CUDA ({SHIPPED_PRESET} preset, {len(train_ctx)} train + {len(val_ctx)} "
+          "validation contexts, "
           f"validation and checkpoint writes included): {seconds:.1f} s, validation AUC {res.best_val_auc:.4f} "
           f"(embedding beforehand: {embed_seconds:.1f} s)")
     write_json(result, "gpu_train.json", out_dir)
@@ -867,16 +868,19 @@ SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
 
 
 def environment_table(results: dict[str, dict]) -> str:
-    lines = ["| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | run | date |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | run | date | "
+             "load average (1, 5, 15 min) at the end |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name, res in results.items():
         e = res.get("env") or res.get("meta") or {}  # scp.bench_e2e names some fields its own way
         cpu = e.get("cpu", "—")
         cores = e.get("logical_cores", e.get("cpu_count", "?"))
         affinity = e.get("affinity", f"{e['cpus_usable']} usable" if "cpus_usable" in e else "?")
         threads = e.get("threads", e.get("torch_threads", "?"))
+        loadavg = e.get("loadavg", e.get("loadavg_end"))
+        load = ", ".join(f"{x:.2f}" for x in loadavg) if loadavg else "?"
         lines.append(f"| {name} | {cpu} | {cores} | {affinity} | {threads} | {e.get('torch', '?')} | "
-                     f"{e.get('shapiq', '—')} | {'quick' if e.get('quick') else 'full'} | {e.get('date', '?')} |")
+                     f"{e.get('shapiq', '—')} | {'quick' if e.get('quick') else 'full'} | {e.get('date', '?')} | "
+                     f"{load} |")
     return "\n".join(lines)
 
 

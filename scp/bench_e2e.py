@@ -6,8 +6,8 @@
     (its embeddings cached); loading the checkpoint and the embedder is timed separately (imports done first);
 (b) embedding throughput in sentences/s: cold (the model encodes, in batches of 256 as the pruner asks, and of
     16) and cached (a new cache object reads the vectors back from disk);
-(c) training throughput (contexts/s) of the ``best`` preset and the wall time of one epoch on the HotpotQA train
-    split (embeddings precomputed from the cache beforehand; the epoch includes its validation pass and
+(c) training throughput (contexts/s) of the shipped preset (``scp.train.SHIPPED_PRESET``) and the wall time of
+    one epoch on the HotpotQA train split (embeddings precomputed from the cache beforehand; the epoch includes its validation pass and
     checkpoint writes);
 (d) ``scp prune`` throughput (records/s) in this process on a 50-record HotpotQA corpus, cold and warm cache.
 
@@ -97,7 +97,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
     from .embed import CachedEmbedder
     from .pruner import ShapleyPruner
     from .text import split_sentences
-    from .train import config_from_preset, prepare, train
+    from .train import SHIPPED_PRESET, config_from_preset, prepare, train
 
     repeats = repeats or (2 if quick else 5)
     if repeats < 1:
@@ -170,7 +170,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
 
         # (c) training the shipped preset
         overrides = dict(epochs=1, max_train_examples=32, max_val_examples=16) if quick else dict(epochs=1)
-        train_config = config_from_preset("best", **overrides)
+        train_config = config_from_preset(SHIPPED_PRESET, **overrides)
         embedder = CachedEmbedder(inner)  # the user's cache (SCP_CACHE_DIR): training inputs, not embedding, timed
         start = time.perf_counter()
         train_ctx, val_ctx, ids = prepare(train_config, embedder)
@@ -185,7 +185,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
                                                data_ids=ids)))
             return len(train_ctx) / epochs[-1]
 
-        rows.append(summarize(f"(c) training throughput, preset best ({len(train_ctx)} train contexts)", "contexts/s",
+        rows.append(summarize(f"(c) training throughput, preset {SHIPPED_PRESET} ({len(train_ctx)} train contexts)", "contexts/s",
                               repeat(one_epoch, repeats), f"M = {train_config.n_permutations}, batch "
                                                           f"{train_config.batch_size}"))
         rows.append(summarize("(c) one epoch on the HotpotQA train split", "s", epochs,

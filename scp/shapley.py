@@ -32,9 +32,10 @@ DEFAULT_EXACT_LIMIT = 16
 CONTROL_VARIATES = (None, "position")
 POSITION_GRID = 8  # positions at which the position control variate is evaluated (see _position_table)
 PREFIX_PATHS = ("auto", "gemm", "cumsum")
-CUMSUM_MIN_UNITS = 384
+CUMSUM_MIN_UNITS = 192
 """From this many units (the padded width) on, "auto" computes prefix sums by gather + cumsum instead of the
-0/1-matrix product; measured by ``python -m scp.bench prefix`` (see BENCHMARKS.md)."""
+0/1-matrix product; measured by ``python -m scp.bench prefix`` (see BENCHMARKS.md: on one CPU thread the two paths
+tie near n = 128–192 and gather + cumsum wins from 192 on for both the shipped and the paper-sized network)."""
 
 
 @dataclass

@@ -150,6 +150,7 @@ PRESETS: dict[str, dict] = {
     "structure-pointwise": dict(unit_repr="title", model="pointwise", query_mode="product_concat",
                                 features=("cos", "bm25z", *STRUCTURAL), hidden=256, latent=128, margin=0.05, epochs=6),
 }
+SHIPPED_PRESET = "structure"  # the recipe of models/scp-hotpotqa-best.pt
 
 
 def config_from_preset(preset: str = "paper", **overrides) -> TrainConfig:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scp.train import load_checkpoint
+from scp.train import SHIPPED_PRESET, load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = re.findall(r"```(python|bash)\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
@@ -28,6 +28,7 @@ ENVIRONMENT_KEYS = ("torch", "threads", "cpu_capability", "device")
 def test_readme_has_code_to_run():
     assert sum(lang == "python" for lang, _ in RUNNABLE) >= 2
     assert sum(TRAIN_SHIPPED in code for lang, code in RUNNABLE if lang == "bash") == 1
+    assert f"--preset {SHIPPED_PRESET} " in TRAIN_SHIPPED  # the benchmarks time the recipe the README ships
 
 
 def check_reproduces_shipped_model(path: Path) -> None:
