@@ -694,7 +694,8 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
                                       config.with_title)
     labels = [c.labels.numpy() for c in contexts]
     order = sorted(range(len(contexts)), key=lambda i: contexts[i].n_units)
-    batches = [(idx, collate([contexts[i] for i in idx])) for idx in (order[s:s + 32] for s in range(0, len(order), 32))]
+    batches = [(idx, collate([contexts[i] for i in idx]))
+               for idx in (order[s:s + 32] for s in range(0, len(order), 32))]
     repeats = 3 if quick else 5
 
     def auc(scores):
@@ -728,6 +729,7 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
         return call
 
     calls = {"fixed M = 50": fixed(50, None), "fixed M = 16": fixed(16, None)}
+    fixed_m = {"fixed M = 50": 50, "fixed M = 16": 16}
     labels_of = {}
     for label, keep, tol, bound, cv in settings:
         name = f"adaptive {label}, K = ⌈{keep}·n⌉"
@@ -736,6 +738,7 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
     # the fixed budget each control-variate setting needed at most, given to every context
     m_fixed = {max(c.n_permutations for c in outputs[name][0][1]) for name, s in labels_of.items() if s[3]}
     extra = {f"fixed M = {m} + CV (the most any context needed)": fixed(m, "position") for m in sorted(m_fixed)}
+    fixed_m.update({name: m for name, m in zip(extra, sorted(m_fixed))})
     t2, o2 = timed_rounds(extra, repeats, min_seconds=0.0) if extra else ({}, {})
     times, outputs = times | t2, outputs | o2
     rows = []
@@ -743,7 +746,7 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
         scores, certs = outputs[name][0]
         row = {"setting": name, "seconds": spread(times[name]), "auc": auc(scores), "certified": None}
         if certs is None:
-            m = int(name.split("= ")[1].split()[0])
+            m = fixed_m[name]
             row.update(median_m=m, mean_m=float(m), max_m=m)
         else:
             keep, tol, bound, cv = labels_of[name]
