@@ -14,6 +14,7 @@ import csv
 import json
 from pathlib import Path
 
+from .errors import InputError
 from . import checkpoint
 from .evaluate import run_eval, write_json
 from .train import config_from_preset, run
@@ -110,7 +111,7 @@ def compare(out: Path, group_a: list[str], group_b: list[str], n_boot: int = 200
         return {row["id"]: (sum(r[i]["auc"] for r in runs) / len(runs), row["type"]) for i, row in enumerate(runs[0])}
     a, b = per_example(group_a), per_example(group_b)
     if set(a) != set(b):
-        raise ValueError("the two groups were evaluated on different examples")
+        raise InputError("the two groups were evaluated on different examples")
     result = {}
     for label in ["all", *sorted({t for _, t in a.values() if t})]:
         ids = [i for i in a if label == "all" or a[i][1] == label]

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from .errors import InputError
 from .games import Game, ValueNetGame
 from .shapley import (ShapleyResult, check_game, derive_seed, first_layer_shapley, monte_carlo, padded_permutations,
                       position_table, resolve_seed)
@@ -101,11 +102,11 @@ def round_schedule(min_permutations: int, max_permutations: int, antithetic: boo
     """Cumulative M after each round: min_M, 2·min_M, 4·min_M, …, capped at (and ending on) max_M."""
     for name, value in (("min_permutations", min_permutations), ("max_permutations", max_permutations)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
-            raise ValueError(f"{name} must be an integer ≥ 2 (two draws give a variance); got {value!r}")
+            raise InputError(f"{name} must be an integer ≥ 2 (two draws give a variance); got {value!r}")
     if max_permutations < min_permutations:
-        raise ValueError(f"max_permutations = {max_permutations} must be ≥ min_permutations = {min_permutations}")
+        raise InputError(f"max_permutations = {max_permutations} must be ≥ min_permutations = {min_permutations}")
     if antithetic and (min_permutations % 4 or max_permutations % 2):
-        raise ValueError("antithetic rounds need min_permutations divisible by 4 (two pairs) and an even "
+        raise InputError("antithetic rounds need min_permutations divisible by 4 (two pairs) and an even "
                          f"max_permutations; got {min_permutations}, {max_permutations}")
     totals = [int(min_permutations)]
     while totals[-1] < max_permutations:
@@ -116,13 +117,13 @@ def round_schedule(min_permutations: int, max_permutations: int, antithetic: boo
 def keep_count(n: int, keep_ratio: float) -> int:
     """K for a keep ratio, as :func:`scp.prune.select` counts it: max(1, ⌈r·n⌉)."""
     if isinstance(keep_ratio, bool) or not isinstance(keep_ratio, (int, float)) or not 0 < keep_ratio <= 1:
-        raise ValueError(f"keep_ratio must be a number in (0, 1]; got {keep_ratio!r}")
+        raise InputError(f"keep_ratio must be a number in (0, 1]; got {keep_ratio!r}")
     return max(1, math.ceil(keep_ratio * n - 1e-9))
 
 
 def _check(k: int, n: int, delta: float, tolerance: float, bound: str, control_variate: str | None) -> None:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
-        raise ValueError(f"k must be an integer in [1, n = {n}]; got {k!r}")
+        raise InputError(f"k must be an integer in [1, n = {n}]; got {k!r}")
     check_options(delta, tolerance, bound, control_variate)
 
 
@@ -131,14 +132,14 @@ def check_options(delta: float, tolerance: float = 0.0, bound: str = "bernstein"
     """Clear errors for δ outside (0, 1), a negative or infinite tolerance, an unknown bound, or a rigorous bound
     with a control variate (its draws do not lie in the game's range)."""
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
-        raise ValueError(f"delta (failure probability) must lie in (0, 1); got {delta!r}")
+        raise InputError(f"delta (failure probability) must lie in (0, 1); got {delta!r}")
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
             math.isfinite(tolerance) and tolerance >= 0):
-        raise ValueError(f"tolerance must be a finite number ≥ 0; got {tolerance!r}")
+        raise InputError(f"tolerance must be a finite number ≥ 0; got {tolerance!r}")
     if bound not in BOUNDS:
-        raise ValueError(f"bound must be one of {BOUNDS}; got {bound!r}")
+        raise InputError(f"bound must be one of {BOUNDS}; got {bound!r}")
     if control_variate is not None and bound in RIGOROUS:
-        raise ValueError(f"the {bound} bound needs draws in the game's range; with control_variate="
+        raise InputError(f"the {bound} bound needs draws in the game's range; with control_variate="
                          f"{control_variate!r} use bound='student' (asymptotic), or drop the control variate")
 
 
@@ -213,10 +214,10 @@ def adaptive_monte_carlo(game: Game, k: int, delta: float = 0.05, min_permutatio
     _check(k, n, delta, tolerance, bound, control_variate)
     if value_range is None:
         if not isinstance(game, ValueNetGame):
-            raise ValueError("value_range (a bound on max v − min v) is needed for a game that is not a ValueNetGame")
+            raise InputError("value_range (a bound on max v − min v) is needed for a game that is not a ValueNetGame")
         value_range = float(game.net.bound)
     if not (isinstance(value_range, (int, float)) and math.isfinite(value_range) and value_range > 0):
-        raise ValueError(f"value_range must be a finite number > 0; got {value_range!r}")
+        raise InputError(f"value_range must be a finite number > 0; got {value_range!r}")
     schedule = round_schedule(min_permutations, max_permutations, antithetic)
     seed = resolve_seed(seed)
     moments, used, evaluations = _Moments(n), 0, 0
@@ -253,13 +254,13 @@ def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mas
     n_units = mask.sum(1).tolist()
     ks = [k] * b if isinstance(k, (int, np.integer)) else list(k)
     if len(ks) != b:
-        raise ValueError(f"got {len(ks)} values of k for a batch of {b} contexts")
+        raise InputError(f"got {len(ks)} values of k for a batch of {b} contexts")
     for ki, ni in zip(ks, n_units):
         _check(ki, ni, delta, tolerance, bound, control_variate)
     seeds = [resolve_seed(seeds)] * b if seeds is None or isinstance(seeds, (int, np.integer)) else \
         [resolve_seed(s) for s in seeds]
     if len(seeds) != b:
-        raise ValueError(f"got {len(seeds)} seeds for a batch of {b} contexts")
+        raise InputError(f"got {len(seeds)} seeds for a batch of {b} contexts")
     schedule = round_schedule(min_permutations, max_permutations, antithetic)
     was_training = net.training
     net.eval()

@@ -27,6 +27,8 @@ from scp.embed import (
 )
 from scp.text import WORD_TOKENIZER, word_tokens
 
+from .errors import InputError, InputTypeError
+
 
 class Ranker(abc.ABC):
     """Scores context units for a query.  Subclasses implement :meth:`_score` on a non-empty unit list."""
@@ -63,15 +65,15 @@ class Ranker(abc.ABC):
 
 def _check_query(query: Any) -> str:
     if not isinstance(query, str):
-        raise TypeError(f"query must be a str, got {type(query).__name__}")
+        raise InputTypeError(f"query must be a str, got {type(query).__name__}")
     return query
 
 
 def _check_pairs(queries: Sequence[str], units_list: Sequence[Sequence[str]]) -> None:
     if isinstance(queries, str):
-        raise TypeError("queries must be a sequence of strings, not a single string")
+        raise InputTypeError("queries must be a sequence of strings, not a single string")
     if len(queries) != len(units_list):
-        raise ValueError(f"{len(queries)} queries but {len(units_list)} unit lists")
+        raise InputError(f"{len(queries)} queries but {len(units_list)} unit lists")
 
 
 class BM25Ranker(Ranker):
@@ -307,5 +309,5 @@ def get_ranker(name: str, **kwargs: Any) -> Ranker:
         "provence": ProvenceRanker,
     }
     if name not in rankers:
-        raise ValueError(f"unknown ranker {name!r}; choose from {sorted([*rankers, 'cosine', 'cosine:<embedder>'])}")
+        raise InputError(f"unknown ranker {name!r}; choose from {sorted([*rankers, 'cosine', 'cosine:<embedder>'])}")
     return rankers[name](**kwargs)

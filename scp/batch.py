@@ -44,7 +44,7 @@ from typing import IO, Any, Iterator
 import numpy as np
 from tqdm.auto import tqdm
 
-from .errors import DataFormatError, SCPError
+from .errors import DataFormatError, InputError, MissingFileError, SCPError
 from .io import atomic_open
 from .prune import PruneResult, check_criterion
 from .pruner import MAX_UNITS
@@ -99,50 +99,50 @@ class BatchSummary:
 
 def _str_list(value: Any, name: str) -> list[str]:
     if not isinstance(value, list):
-        raise ValueError(f"'{name}' must be a list of strings, not {type(value).__name__}")
+        raise InputError(f"'{name}' must be a list of strings, not {type(value).__name__}")
     bad = [i for i, s in enumerate(value) if not isinstance(s, str)]
     if bad:
-        raise ValueError(f"'{name}' must hold strings; item {bad[0]} is {value[bad[0]]!r}")
+        raise InputError(f"'{name}' must hold strings; item {bad[0]} is {value[bad[0]]!r}")
     return value
 
 
 def _fields(obj: Any, max_units: int) -> tuple[str, str | tuple[str, ...], tuple[str, ...] | None]:
     """(question, context, titles) of a parsed record; a ValueError says what is wrong."""
     if not isinstance(obj, dict):
-        raise ValueError(f"a record must be a JSON object, not {type(obj).__name__}")
+        raise InputError(f"a record must be a JSON object, not {type(obj).__name__}")
     if "question" in obj and "query" in obj:
-        raise ValueError("give 'question' or 'query', not both")
+        raise InputError("give 'question' or 'query', not both")
     question = obj.get("question", obj.get("query"))
     if question is None:
-        raise ValueError("missing 'question' (or 'query')")
+        raise InputError("missing 'question' (or 'query')")
     if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"the question must be a non-empty string, not {question!r}")
+        raise InputError(f"the question must be a non-empty string, not {question!r}")
     if "sentences" in obj and "text" in obj:
-        raise ValueError("give 'sentences' or 'text', not both")
+        raise InputError("give 'sentences' or 'text', not both")
     if "sentences" in obj:
         context: str | tuple[str, ...] = tuple(_str_list(obj["sentences"], "sentences"))
         if not context:
-            raise ValueError("empty context: 'sentences' is an empty list")
+            raise InputError("empty context: 'sentences' is an empty list")
         blank = [i for i, s in enumerate(context) if not s.strip()]
         if blank:
-            raise ValueError(f"sentence {blank[0]} is empty")
+            raise InputError(f"sentence {blank[0]} is empty")
         n, what = len(context), "sentences"
     elif "text" in obj:
         context = obj["text"]
         if not isinstance(context, str):
-            raise ValueError(f"'text' must be a string, not {type(context).__name__}")
+            raise InputError(f"'text' must be a string, not {type(context).__name__}")
         n, what = len(split_sentences(context)), "sentences the text splits into"
         if n == 0:
-            raise ValueError("empty context: 'text' holds no sentence")
+            raise InputError("empty context: 'text' holds no sentence")
     else:
-        raise ValueError("no context: give 'sentences' (a list of strings) or 'text' (a string)")
+        raise InputError("no context: give 'sentences' (a list of strings) or 'text' (a string)")
     if n > max_units:
-        raise ValueError(f"{n} sentences exceed max_units={max_units}; split the context into passages")
+        raise InputError(f"{n} sentences exceed max_units={max_units}; split the context into passages")
     titles = obj.get("titles")
     if titles is not None:
         titles = tuple(_str_list(titles, "titles"))
         if len(titles) != n:
-            raise ValueError(f"'titles' has {len(titles)} entries for the {n} {what}")
+            raise InputError(f"'titles' has {len(titles)} entries for the {n} {what}")
     return question, context, titles
 
 
@@ -321,9 +321,9 @@ def _criterion(keep_ratio: float | None, top_k: int | None, token_budget: int | 
     """The one pruning criterion given, as keyword arguments of ``prune``, after checking the run's settings."""
     check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
-        raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+        raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+        raise InputError(f"seed must be a non-negative integer; got {seed!r}")
     return {k: v for k, v in dict(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget).items()
             if v is not None}
 
@@ -340,11 +340,11 @@ def _settings(model, embedder_id: str, estimator: str, n_permutations: int, anti
 def _paths(input_path, output_path) -> tuple[Path, Path]:
     src, dst = Path(input_path), Path(output_path)
     if not src.is_file():
-        raise FileNotFoundError(f"input {src} is not a file" if src.exists() else f"input {src} does not exist")
+        raise MissingFileError(f"input {src} is not a file" if src.exists() else f"input {src} does not exist")
     if dst.is_dir():
         raise IsADirectoryError(f"output {dst} is a directory; give the path of the JSONL file to write")
     if dst.exists() and dst.resolve() == src.resolve():
-        raise ValueError(f"the output {dst} is the input; write to another file")
+        raise InputError(f"the output {dst} is the input; write to another file")
     return src, dst
 
 
@@ -361,7 +361,7 @@ def prune_jsonl(input_path, output_path, *, checkpoint=None, pruner=None, keep_r
     """
     criterion = _criterion(keep_ratio, top_k, token_budget, n_permutations, seed)
     if pruner is None and checkpoint is None:
-        raise ValueError("give a checkpoint (or a ShapleyPruner)")
+        raise InputError("give a checkpoint (or a ShapleyPruner)")
     src, dst = _paths(input_path, output_path)
     max_units = MAX_UNITS if pruner is None else pruner.max_units
     t0 = time.perf_counter()
@@ -453,9 +453,9 @@ def prune_jsonl_ray(input_path, output_path, *, checkpoint, keep_ratio: float | 
     ray = _import_ray()
     for name, value in dict(num_workers=num_workers, cpus_per_worker=cpus_per_worker, batch_size=batch_size).items():
         if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be an integer ≥ 1; got {value!r}")
+            raise InputError(f"{name} must be an integer ≥ 1; got {value!r}")
     if not (isinstance(gpus_per_worker, (int, float)) and gpus_per_worker >= 0):
-        raise ValueError(f"gpus_per_worker must be a number ≥ 0; got {gpus_per_worker!r}")
+        raise InputError(f"gpus_per_worker must be a number ≥ 0; got {gpus_per_worker!r}")
     criterion = _criterion(keep_ratio, top_k, token_budget, n_permutations, seed)
     src, dst = _paths(input_path, output_path)
     t0 = time.perf_counter()

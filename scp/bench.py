@@ -45,6 +45,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
 from .games import ValueNetGame
 from .shapley import deepsets_shapley, exact, monte_carlo, naive_monte_carlo, resolve_prefix
 from .value_net import DeepSetsValue
@@ -914,7 +915,7 @@ def report(out_dir: Path = RESULTS, doc: Path = DOC) -> None:
 def _replace_block(text: str, name: str, body: str) -> str:
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     if begin not in text or end not in text:
-        raise ValueError(f"BENCHMARKS.md has no {begin} … {end} block")
+        raise InputError(f"BENCHMARKS.md has no {begin} … {end} block")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{body.strip()}\n{end}{tail}"

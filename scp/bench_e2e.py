@@ -32,6 +32,8 @@ from typing import Callable
 
 import torch
 
+from .errors import InputError
+
 CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.pt"
 DEFAULT_OUT = "results/bench/endtoend.json"
 M = 50  # Monte-Carlo permutations, the default of ShapleyPruner and `scp prune`
@@ -101,7 +103,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
 
     repeats = repeats or (2 if quick else 5)
     if repeats < 1:
-        raise ValueError(f"repeats must be ≥ 1; got {repeats}")
+        raise InputError(f"repeats must be ≥ 1; got {repeats}")
     n_sentences, n_records = (64, 6) if quick else (512, 50)
     meta = {"quick": quick, "repeats": repeats, "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "cpus_usable": len(os.sched_getaffinity(0)),

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
 from .features import collate
 from .games import ValueNetGame
 from .shapley import ShapleyResult, deepsets_shapley, monte_carlo
@@ -39,7 +40,7 @@ def repeated_monte_carlo(game, n_permutations: int, seeds: Sequence[int]) -> lis
     """
     seeds = [int(s) for s in seeds]
     if not seeds:
-        raise ValueError("give at least one seed")
+        raise InputError("give at least one seed")
     if not (isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_layer")):
         return [monte_carlo(game, n_permutations, seed=s) for s in seeds]
     net, r = game.net, len(seeds)
@@ -65,14 +66,14 @@ def topk_set(values, k: int) -> frozenset[int]:
     """The indices of the ``k`` largest values (ties broken towards the lower index)."""
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if not 1 <= k <= v.size:
-        raise ValueError(f"k must satisfy 1 <= k <= n = {v.size}; got {k}")
+        raise InputError(f"k must satisfy 1 <= k <= n = {v.size}; got {k}")
     return frozenset(np.argsort(-v, kind="stable")[:k].tolist())
 
 
 def topk_stability(estimates: Sequence[ShapleyResult], exact_values, k: int) -> float:
     """Fraction of ``estimates`` whose Top-K set equals the Top-K set of ``exact_values``."""
     if not estimates:
-        raise ValueError("no estimates")
+        raise InputError("no estimates")
     truth = topk_set(exact_values, k)
     return float(np.mean([topk_set(e.values, k) == truth for e in estimates]))
 

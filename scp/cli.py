@@ -1,6 +1,7 @@
 """Command line: ``scp eval``, ``scp train``, ``scp prune`` and ``scp run`` (notebooks; also ``python -m scp``).
 
-Bad input is one line on stderr and exit code 2, never a traceback; Ctrl-C is one line saying what was saved
+Bad input (an :class:`~scp.errors.SCPError` or an argparse error) is one line on stderr and exit code 2, never a
+traceback; anything else is a bug: its traceback and exit code 1.  Ctrl-C is one line saying what was saved
 (exit code 130).
 """
 
@@ -8,7 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
+
+from .errors import InputError
 
 
 class Parser(argparse.ArgumentParser):
@@ -31,13 +35,13 @@ def _eval(args) -> int:
     split = args.split or ("all" if args.data else "test")
     out = Path(args.out or f"runs/eval_{args.dataset}_{args.method}_{split}.json")
     if out.is_dir():
-        raise ValueError(f"--out {out} is a directory; give the path of the JSON record to write")
+        raise InputError(f"--out {out} is a directory; give the path of the JSON record to write")
     adaptive = None
     if args.adaptive:
         adaptive = dict(delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance,
                         bound=args.bound)
     elif (args.delta, args.max_permutations, args.tolerance, args.bound) != (None, None, None, None):
-        raise ValueError("--delta, --max-permutations, --tolerance and --bound go with --adaptive")
+        raise InputError("--delta, --max-permutations, --tolerance and --bound go with --adaptive")
     if adaptive is not None:
         adaptive = {k: v for k, v in adaptive.items() if v is not None}
     result = run_eval(args.dataset, args.method, data=args.data, split=split, units=args.units,
@@ -54,10 +58,10 @@ def _train(args) -> int:
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file; give a folder for best.pt, last.pt and config.json")
+        raise InputError(f"--out {out} is a file; give a folder for best.pt, last.pt and config.json")
     if args.resume:
         if not (out / "last.pt").is_file():
-            raise ValueError(f"--resume: no checkpoint {out / 'last.pt'} to continue from (drop --resume to start there)")
+            raise InputError(f"--resume: no checkpoint {out / 'last.pt'} to continue from (drop --resume to start there)")
         from .checkpoint import load
 
         load(out / "last.pt")  # unreadable or altered: one sentence now, before any data are loaded
@@ -86,7 +90,7 @@ def _prune(args) -> int:
     if args.ray is None:
         given = [f"--{k}" for k, v in vars(args).items() if k.startswith(("ray_", "batch_")) and v is not None]
         if given:
-            raise ValueError(f"{', '.join(given).replace('_', '-')} only apply with --ray")
+            raise InputError(f"{', '.join(given).replace('_', '-')} only apply with --ray")
         summary = prune_jsonl(args.input, args.output, **common)
     else:
         defaults = dict(num_workers=1, cpus_per_worker=1, gpus_per_worker=0, batch_size=16)
@@ -222,18 +226,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand.  Exit codes: 0 done, 2 bad input (an :class:`SCPError`, an argparse error, or a file the
+    system refused: one line), 3 evaluated with errors recorded, 130 interrupted, 1 a bug in scp (the traceback,
+    then a line asking to report it)."""
     from .errors import SCPError
 
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (SCPError, ValueError, OSError) as error:  # bad input: one clear line, no traceback
+    except (SCPError, OSError) as error:  # bad input, or a file the system refused: one clear line, no traceback
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"scp {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"scp {args.command}: interrupted; {_saved_on_interrupt(args)}", file=sys.stderr)
         return 130
+    except Exception:  # not the input's fault: keep the traceback, say it is ours
+        traceback.print_exc()
+        print(f"scp {args.command}: internal error: this is a bug in scp, not a problem with your input; please "
+              "report it with the traceback above and the command you ran", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -18,13 +18,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
+
 TARGETS = ("coverage", "complement")
 
 
 def check_targets(targets: Sequence[str]) -> tuple[str, ...]:
     unknown = [t for t in targets if t not in TARGETS]
     if unknown:
-        raise ValueError(f"unknown coalition target(s) {unknown}; choose from {TARGETS}")
+        raise InputError(f"unknown coalition target(s) {unknown}; choose from {TARGETS}")
     return tuple(targets)
 
 
@@ -46,7 +48,7 @@ def coverage(coalitions: np.ndarray, facts: np.ndarray) -> np.ndarray:
     """c(S): share of distinct facts with at least one unit in S (rows of ``coalitions``)."""
     distinct = np.unique(facts[facts >= 0])
     if distinct.size == 0:
-        raise ValueError("coverage needs at least one supporting unit")
+        raise InputError("coverage needs at least one supporting unit")
     held = np.stack([(coalitions & (facts == f)).any(1) for f in distinct], 1)
     return held.mean(1)
 
@@ -55,7 +57,7 @@ def complementarity(coalitions: np.ndarray, facts: np.ndarray, paragraphs: np.nd
     """k(S) = 1 when S holds a supporting unit from every supporting paragraph, else 0."""
     support = facts >= 0
     if not support.any():
-        raise ValueError("complementarity needs at least one supporting unit")
+        raise InputError("complementarity needs at least one supporting unit")
     held = np.stack([(coalitions & support & (paragraphs == p)).any(1) for p in np.unique(paragraphs[support])], 1)
     return held.all(1).astype(float)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .errors import InputError
 from .value_net import DeepSetsValue, mlp
 
 
@@ -47,9 +48,9 @@ class ContextEncoder(nn.Module):
                  n_inducing: int = 0, dropout: float = 0.1):
         super().__init__()
         if width % heads:
-            raise ValueError(f"width {width} must be divisible by heads {heads}")
+            raise InputError(f"width {width} must be divisible by heads {heads}")
         if layers < 1 or n_inducing < 0:
-            raise ValueError(f"need layers ≥ 1 and n_inducing ≥ 0; got {layers}, {n_inducing}")
+            raise InputError(f"need layers ≥ 1 and n_inducing ≥ 0; got {layers}, {n_inducing}")
         self.unit_in, self.query_in = nn.Linear(d_in, width), nn.Linear(d_query, width)
         self.blocks = nn.ModuleList(AttentionBlock(width, heads, dropout) for _ in range(layers))
         self.n_inducing = n_inducing
@@ -81,7 +82,7 @@ class ContextDeepSets(DeepSetsValue):
                  n_extra: int = 0, dropout: float = 0.1, bound: float = 1.0, output: str = "sigmoid",
                  skip: bool = False, width: int = 128, heads: int = 4, layers: int = 1, n_inducing: int = 0):
         if query_mode == "member":
-            raise ValueError("ContextDeepSets takes the query as its encoder's query token: use query_mode "
+            raise InputError("ContextDeepSets takes the query as its encoder's query token: use query_mode "
                              "'product', 'concat' or 'product_concat', not 'member'")
         super().__init__(embed_dim, hidden, latent, query_mode, n_extra, dropout, bound, output, skip)
         self.encoder = ContextEncoder(self.psi_in, embed_dim, width, heads, layers, n_inducing, dropout)

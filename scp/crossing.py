@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["Crossing", "crossing_point"]
 
 
@@ -58,11 +60,11 @@ def crossing_point(budgets: Sequence[float], curve: Sequence[float], reference: 
     m = np.asarray(budgets, dtype=np.float64).reshape(-1)
     q = np.asarray(curve, dtype=np.float64).reshape(-1)
     if m.size == 0 or m.shape != q.shape:
-        raise ValueError(f"need one curve value per budget; got {m.size} budgets and {q.size} values")
+        raise InputError(f"need one curve value per budget; got {m.size} budgets and {q.size} values")
     if not (np.isfinite(m).all() and np.isfinite(q).all() and math.isfinite(reference)):
-        raise ValueError("budgets, curve and reference must be finite")
+        raise InputError("budgets, curve and reference must be finite")
     if (m <= 0).any() or (np.diff(m) <= 0).any():
-        raise ValueError(f"budgets must be positive and strictly increasing; got {m.tolist()}")
+        raise InputError(f"budgets must be positive and strictly increasing; got {m.tolist()}")
     above = q >= reference
     final_gap = float(q[-1] - reference)
     if not above[-1]:

@@ -32,6 +32,8 @@ import numpy as np
 from scp.errors import DataFormatError, DataUnavailableError
 from scp.text import split_sentences
 
+from .errors import InputError
+
 Granularity = Literal["sentence", "paragraph"]
 SPLITS = ("train", "validation", "test")
 DATA_DIR_ENV = "SCP_DATA_DIR"
@@ -113,7 +115,7 @@ def split_of(example_id: str) -> str:
 
 def _check_split(split: str | None) -> None:
     if split is not None and split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS} or None, not {split!r}")
+        raise InputError(f"split must be one of {SPLITS} or None, not {split!r}")
 
 
 def split_examples(examples: Iterable[Example], split: str) -> list[Example]:
@@ -452,7 +454,7 @@ def load_musique(
     ``3hop1``), ``answerable`` and ``supporting_paragraphs``.
     """
     if granularity not in ("sentence", "paragraph"):
-        raise ValueError(f"granularity must be 'sentence' or 'paragraph', not {granularity!r}")
+        raise InputError(f"granularity must be 'sentence' or 'paragraph', not {granularity!r}")
     records = _records("musique", path)
     return _take("musique", records, lambda r: str(r["id"]), lambda r: _musique_example(r, granularity), split, limit)
 
@@ -557,7 +559,7 @@ def load_fever(
     """
     _check_split(split)
     if n_negatives < 0:
-        raise ValueError("n_negatives must be >= 0")
+        raise InputError("n_negatives must be >= 0")
     claims: dict[str, dict[str, Any]] = {}
     for where, record in _records("fever", path):
         claim = _parsed("fever", where, _fever_claim, record)
@@ -622,7 +624,7 @@ def load_dataset(
     """
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _LOADERS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(_LOADERS)} (and aliases {sorted(_ALIASES)})")
+        raise InputError(f"unknown dataset {name!r}; known: {sorted(_LOADERS)} (and aliases {sorted(_ALIASES)})")
     return _LOADERS[key](path, split=split, limit=limit, **kw)
 
 
@@ -637,6 +639,6 @@ def dataset_file(name: str) -> Path | None:
     """
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)} (and aliases {sorted(_ALIASES)})")
+        raise InputError(f"unknown dataset {name!r}; known: {sorted(DATASETS)} (and aliases {sorted(_ALIASES)})")
     data_dir = os.environ.get(DATA_DIR_ENV)
     return _find_in_dir(Path(data_dir), DATASETS[key]) if data_dir else None

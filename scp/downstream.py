@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .metrics import aggregate, exact_match, f1, paired_difference
 from .prune import regex_tokens, select
 
@@ -56,7 +57,7 @@ def method_scores(examples: Sequence, method: str, checkpoints: Mapping[str, str
     from .reranking import method_ranker
 
     if not examples:
-        raise ValueError("no examples to score")
+        raise InputError("no examples to score")
     ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed, cache_dir=cache_dir)
     return ranker.score_many([ex.query for ex in examples], [ex.unit_texts(with_title=with_title)
                                                              for ex in examples])
@@ -66,9 +67,9 @@ def kept_units(units: Sequence[str], scores: Sequence[float], keep_ratio: float)
     """The top ⌈r·n⌉ units by score (ties towards the earlier unit, :func:`scp.prune.select`), in their
     original order."""
     if len(units) != len(scores):
-        raise ValueError(f"{len(units)} units but {len(scores)} scores")
+        raise InputError(f"{len(units)} units but {len(scores)} scores")
     if not 0 < keep_ratio <= 1:
-        raise ValueError(f"keep_ratio must lie in (0, 1], got {keep_ratio}")
+        raise InputError(f"keep_ratio must lie in (0, 1], got {keep_ratio}")
     keep, _ = select(scores, keep_ratio=keep_ratio)
     return tuple(units[i] for i in keep)
 
@@ -80,7 +81,7 @@ def build_conditions(examples: Sequence, scores: Mapping[str, Sequence[np.ndarra
     ``scores`` the contexts at each of its ``keep_ratios[method]``."""
     missing = sorted(set(keep_ratios) - set(scores))
     if missing:
-        raise ValueError(f"keep ratios given for methods without scores: {missing}")
+        raise InputError(f"keep ratios given for methods without scores: {missing}")
     out: list[Condition] = []
     for k, ex in enumerate(examples):
         units = tuple(ex.unit_texts(with_title=with_title))
@@ -90,7 +91,7 @@ def build_conditions(examples: Sequence, scores: Mapping[str, Sequence[np.ndarra
             out.append(Condition(k, CLOSED_BOOK, 0.0, ()))
         for method, ratios in keep_ratios.items():
             if len(scores[method]) != len(examples):
-                raise ValueError(f"{method}: {len(scores[method])} score vectors for {len(examples)} examples")
+                raise InputError(f"{method}: {len(scores[method])} score vectors for {len(examples)} examples")
             for r in ratios:
                 out.append(Condition(k, method, float(r), kept_units(units, scores[method][k], r)))
     return out
@@ -107,7 +108,7 @@ def read_conditions(lm, examples: Sequence, conditions: Sequence[Condition]) -> 
     from .llm import answer_and_logprob
 
     if not conditions:
-        raise ValueError("no conditions to read")
+        raise InputError("no conditions to read")
     questions = [examples[c.example].query for c in conditions]
     golds = [examples[c.example].answers[0] for c in conditions]
     answers, logprobs = answer_and_logprob(lm, questions, [list(c.units) for c in conditions], golds,
@@ -165,7 +166,7 @@ def paired_table(rows: Sequence[Mapping], pairs: Sequence[tuple[tuple[str, float
             ra, rb = by.get((dataset, a[0], float(a[1])), {}), by.get((dataset, b[0], float(b[1])), {})
             ids = [i for i in ra if i in rb]
             if not ids:
-                raise ValueError(f"{dataset}: no example was read under both {a} and {b}")
+                raise InputError(f"{dataset}: no example was read under both {a} and {b}")
             for m in metrics:
                 agg = paired_difference([ra[i][m] for i in ids], [rb[i][m] for i in ids], n_boot=n_boot, seed=seed)
                 out.append({"dataset": dataset, "a": f"{a[0]}@{a[1]:g}", "b": f"{b[0]}@{b[1]:g}", "metric": m,

@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .metrics import aggregate
 from .plot import color as plot_color
 from .plot import marker as plot_marker
@@ -131,14 +132,14 @@ def greedy(score: Callable[[list[int], list[int]], Sequence[float]], n_candidate
         ValueError: for ``k_max < 1`` or a score function that returns the wrong number of values or ``nan``.
     """
     if k_max < 1:
-        raise ValueError(f"k_max must be >= 1, got {k_max}")
+        raise InputError(f"k_max must be >= 1, got {k_max}")
     remaining, order, best, table = list(range(int(n_candidates))), [], [], []
     for _ in range(min(int(k_max), int(n_candidates))):
         s = np.asarray(score(list(order), list(remaining)), dtype=np.float64).reshape(-1)
         if s.shape != (len(remaining),):
-            raise ValueError(f"the score function returned {s.size} values for {len(remaining)} candidates")
+            raise InputError(f"the score function returned {s.size} values for {len(remaining)} candidates")
         if np.isnan(s).any():
-            raise ValueError("the score function returned nan")
+            raise InputError("the score function returned nan")
         row = np.full(int(n_candidates), np.nan)
         row[remaining] = s
         j = int(np.argmax(s))  # the first maximum: remaining is sorted, so the lowest index wins ties
@@ -211,14 +212,14 @@ def greedy_select(lm, question: str, candidates: Sequence[str], variant: str = "
     from .llm import ecs_utility
 
     if variant not in VARIANTS:
-        raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+        raise InputError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
     texts = list(candidates)
     if not texts:
-        raise ValueError("no candidates to select from")
+        raise InputError("no candidates to select from")
     t0, calls, tokens = time.perf_counter(), 0, 0
     if variant == "utility":
         if not answer or not answer.strip():
-            raise ValueError("the 'utility' variant needs the gold answer (answer=...)")
+            raise InputError("the 'utility' variant needs the gold answer (answer=...)")
         target = answer
     else:
         if trajectory is None:
@@ -297,7 +298,7 @@ def unit_scores(examples: Sequence, method: str, checkpoints: Mapping[str, Any] 
 
         ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed)
         return ranker.score_many(queries, units_list)
-    raise ValueError(f"unknown method {method!r}; choose one of ('tfidf', 'bm25', 'scp', 'pointwise')")
+    raise InputError(f"unknown method {method!r}; choose one of ('tfidf', 'bm25', 'scp', 'pointwise')")
 
 
 def top_k(scores: Sequence[float], k: int, among: Sequence[int] | None = None) -> list[int]:
@@ -314,7 +315,7 @@ def top_k(scores: Sequence[float], k: int, among: Sequence[int] | None = None) -
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     idx = np.arange(s.size) if among is None else np.asarray(sorted(set(int(i) for i in among)), dtype=int)
     if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
+        raise InputError(f"k must be >= 0, got {k}")
     ranked = idx[np.argsort(-s[idx], kind="stable")]
     return [int(i) for i in ranked[:k]]
 
@@ -338,7 +339,7 @@ def evidence_prf(selected: Sequence[int], labels: Sequence[int]) -> tuple[float,
     y = np.asarray(labels, dtype=int).reshape(-1)
     s = set(int(i) for i in selected)
     if any(i < 0 or i >= y.size for i in s):
-        raise ValueError(f"selected indices out of range for {y.size} units: {sorted(s)}")
+        raise InputError(f"selected indices out of range for {y.size} units: {sorted(s)}")
     gold = int(y.sum())
     hits = sum(int(y[i]) for i in s)
     precision = hits / len(s) if s else 0.0
@@ -362,7 +363,7 @@ def selection_record(method: str, selections: Sequence[Sequence[int]], examples:
         The record.
     """
     if len(selections) != len(examples):
-        raise ValueError(f"{len(selections)} selections for {len(examples)} examples")
+        raise InputError(f"{len(selections)} selections for {len(examples)} examples")
     rows = []
     for sel, ex in zip(selections, examples):
         p, r, f = evidence_prf(sel, ex.labels)

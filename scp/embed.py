@@ -41,6 +41,8 @@ from scp.errors import CacheDirectoryError, ModelUnavailableError
 from scp.io import atomic_open
 from scp.text import word_tokens
 
+from .errors import InputError, InputTypeError
+
 T = TypeVar("T")
 CACHE_DIR_ENV = "SCP_CACHE_DIR"
 MINILM_ALIASES = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -139,11 +141,11 @@ def default_device() -> str:
 def as_text_list(texts: Sequence[str]) -> list[str]:
     """``texts`` as a list of ``str``; a bare string or a non-string item raises ``TypeError``."""
     if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be a sequence of strings, not a single string")
+        raise InputTypeError("texts must be a sequence of strings, not a single string")
     out = list(texts)
     for i, text in enumerate(out):
         if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is a {type(text).__name__}, expected str")
+            raise InputTypeError(f"texts[{i}] is a {type(text).__name__}, expected str")
     return out
 
 
@@ -155,7 +157,7 @@ def _check_unicode(texts: list[str], embedder_id: str) -> None:
     for i, text in enumerate(texts):
         bad = _SURROGATE.search(text)
         if bad:
-            raise ValueError(
+            raise InputError(
                 f"texts[{i}] holds a lone surrogate {bad.group()!r} at position {bad.start()}, which is not valid "
                 f"Unicode and {embedder_id} cannot tokenize (decode the source text with errors='replace')"
             )
@@ -190,7 +192,7 @@ class Embedder(abc.ABC):
         """Embeddings of ``texts`` as a C-contiguous float32 array of shape (len(texts), dim)."""
         texts = as_text_list(texts)
         if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+            raise InputError(f"batch_size must be >= 1, got {batch_size}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self.needs_unicode:
@@ -339,7 +341,7 @@ class WordLlamaEmbedder(Embedder):
 
     def __init__(self, dim: int = 256) -> None:
         if dim not in self.DIMS:
-            raise ValueError(f"WordLlama dim must be one of {self.DIMS}, got {dim}")
+            raise InputError(f"WordLlama dim must be one of {self.DIMS}, got {dim}")
         self._package_dir = require_package("wordllama", "wordllama", "the WordLlama embedder")
         self.dim = dim
         self.id = f"wordllama:l2_supercat:{dim}"
@@ -378,7 +380,7 @@ class TfidfSVDEmbedder(Embedder):
 
     def __init__(self, dim: int = 256, seed: int = 0) -> None:
         if dim < 1:
-            raise ValueError(f"dim must be >= 1, got {dim}")
+            raise InputError(f"dim must be >= 1, got {dim}")
         self.dim = dim
         self.seed = seed
         self._pipeline: tuple[Any, Any] | None = None
@@ -393,7 +395,7 @@ class TfidfSVDEmbedder(Embedder):
         vectorizer = TfidfVectorizer(tokenizer=word_tokens, token_pattern=None, lowercase=False, sublinear_tf=True)
         x = vectorizer.fit_transform(corpus)
         if self.dim >= min(x.shape):
-            raise ValueError(f"dim={self.dim} must be below min(#documents, #terms) = {min(x.shape)} of the corpus")
+            raise InputError(f"dim={self.dim} must be below min(#documents, #terms) = {min(x.shape)} of the corpus")
         svd = TruncatedSVD(n_components=self.dim, random_state=self.seed).fit(x)
         digest = hashlib.sha256()
         for text in corpus:
@@ -426,7 +428,7 @@ class RandomEmbedder(Embedder):
 
     def __init__(self, dim: int = 64, seed: int = 0) -> None:
         if dim < 1:
-            raise ValueError(f"dim must be >= 1, got {dim}")
+            raise InputError(f"dim must be >= 1, got {dim}")
         self.dim = dim
         self.seed = seed
         self.id = f"random:d{dim}:seed{seed}"
@@ -557,15 +559,15 @@ class EmbeddingCache:
         with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
             stored_id, keys, vectors, checksum = str(z["id"]), z["keys"], z["vectors"], str(z["checksum"])
         if stored_id != self.embedder_id:
-            raise ValueError(f"it belongs to embedder {stored_id!r}")
+            raise InputError(f"it belongs to embedder {stored_id!r}")
         if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 32:
-            raise ValueError(f"keys have dtype {keys.dtype} and shape {keys.shape}, expected (n, 32) uint8")
+            raise InputError(f"keys have dtype {keys.dtype} and shape {keys.shape}, expected (n, 32) uint8")
         if vectors.dtype != np.float32 or vectors.shape != (len(keys), self.dim):
-            raise ValueError(f"vectors have dtype {vectors.dtype} and shape {vectors.shape}, expected ({len(keys)}, {self.dim}) float32")
+            raise InputError(f"vectors have dtype {vectors.dtype} and shape {vectors.shape}, expected ({len(keys)}, {self.dim}) float32")
         if checksum != self._checksum(keys, vectors):
-            raise ValueError("checksum mismatch")
+            raise InputError("checksum mismatch")
         if not np.isfinite(vectors).all():
-            raise ValueError("non-finite vectors")
+            raise InputError("non-finite vectors")
         return keys, vectors
 
     def _load(self) -> dict[bytes, np.ndarray]:
@@ -597,7 +599,7 @@ class EmbeddingCache:
         """Store ``vectors`` (len(keys) × dim) as a new shard; keys already cached are left as they are."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.shape != (len(keys), self.dim):
-            raise ValueError(f"vectors have shape {vectors.shape}, expected ({len(keys)}, {self.dim})")
+            raise InputError(f"vectors have shape {vectors.shape}, expected ({len(keys)}, {self.dim})")
         index = self._load()
         new = [i for i, k in enumerate(keys) if k not in index]
         if not new:
@@ -636,7 +638,7 @@ class CachedEmbedder(Embedder):
     def __init__(self, embedder: Embedder, cache_dir: str | os.PathLike[str] | None = None,
                  chunk_size: int = 4096) -> None:
         if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+            raise InputError(f"chunk_size must be >= 1, got {chunk_size}")
         self.embedder = embedder
         self.id = embedder.id
         self.dim = embedder.dim

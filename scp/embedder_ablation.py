@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .errors import InputError
 from . import checkpoint
 from .embed import CachedEmbedder, Embedder, TfidfSVDEmbedder, get_embedder
 from .train import (CHECKPOINT_FORMAT, TrainConfig, config_from_preset, ids_hash, prepare, run_name,
@@ -148,7 +149,7 @@ def embedding_seconds(embedders: Mapping[str, Embedder], texts: Sequence[str], r
         name → list of ``repeats`` wall-clock seconds.
     """
     if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+        raise InputError(f"repeats must be >= 1, got {repeats}")
     texts = list(texts)
     raw = {name: e.embedder if isinstance(e, CachedEmbedder) else e for name, e in embedders.items()}
     for e in raw.values():

@@ -8,7 +8,23 @@ _PACKAGE = str(Path(__file__).resolve().parent)
 
 
 class SCPError(Exception):
-    """Base class for SCP's own errors."""
+    """Base class for SCP's own errors: the caller's input (a value, file or setting) is wrong or unavailable.
+
+    The command line prints one line and exits with code 2 for these; any other exception is a bug (traceback,
+    exit code 1).
+    """
+
+
+class InputError(SCPError, ValueError):
+    """A value, setting or file content the caller gave is invalid; the message names it and what is allowed."""
+
+
+class InputTypeError(SCPError, TypeError):
+    """An argument of the wrong type (e.g. a dict where a list of sentences is expected)."""
+
+
+class MissingFileError(SCPError, FileNotFoundError):
+    """A file or folder the caller named does not exist."""
 
 
 class DataUnavailableError(SCPError, FileNotFoundError):

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .baselines import Ranker, get_ranker
-from .errors import ModelUnavailableError
+from .errors import InputError, InputTypeError, ModelUnavailableError
 from .features import build_contexts, collate
 from .games import ValueNetGame
 from .io import atomic_open
@@ -97,10 +97,10 @@ def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "min
     :class:`ModelUnavailableError`.  ``n_permutations="adaptive"`` with ``adaptive`` options (delta,
     max_permutations, certify_keep, tolerance, bound, control_variate) gives ``scp`` an adaptive budget."""
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+        raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
     if method in ("scp", "scp-loo"):
         if not checkpoint:
-            raise ValueError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+            raise InputError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
         from .pruner import ShapleyPruner
 
         pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
@@ -119,7 +119,7 @@ def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[f
              n_boot: int = 1000, seed: int = 0) -> dict:
     """Metrics of ``ranker`` on ``examples`` (see the module docstring) as a JSON-ready dict."""
     if not examples:
-        raise ValueError("no examples to evaluate")
+        raise InputError("no examples to evaluate")
     t0 = time.perf_counter()
     units_list = [ex.unit_texts(with_title=with_title) for ex in examples]
     scores = ranker.score_many([ex.query for ex in examples], units_list)
@@ -174,31 +174,31 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
 
     # every argument is checked before the data are loaded and embedded
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+        raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
     if method in ("scp", "scp-loo") and not checkpoint:
-        raise ValueError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+        raise InputError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
     if limit is not None and (not isinstance(limit, int) or limit < 1):
-        raise ValueError(f"limit must be an integer ≥ 1 (or None for every example); got {limit!r}")
+        raise InputError(f"limit must be an integer ≥ 1 (or None for every example); got {limit!r}")
     if not keep_ratios or not all(isinstance(r, (int, float)) and 0 < r <= 1 for r in keep_ratios):
-        raise ValueError(f"keep ratios must be numbers in (0, 1]; got {list(keep_ratios)}")
+        raise InputError(f"keep ratios must be numbers in (0, 1]; got {list(keep_ratios)}")
     if not isinstance(n_permutations, int) or n_permutations < 1:
-        raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+        raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     options: dict = {}
     if control_variate is not None:
         from .shapley import CONTROL_VARIATES
 
         if method != "scp" or control_variate not in CONTROL_VARIATES:
-            raise ValueError(f"control_variate must be one of {CONTROL_VARIATES[1:]} with method 'scp'; got "
+            raise InputError(f"control_variate must be one of {CONTROL_VARIATES[1:]} with method 'scp'; got "
                              f"{control_variate!r} with {method!r}")
         options["control_variate"] = control_variate
     if adaptive is not None:
         from .adaptive import check_options, round_schedule
 
         if method != "scp":
-            raise ValueError(f"an adaptive budget applies to method 'scp' only; got {method!r}")
+            raise InputError(f"an adaptive budget applies to method 'scp' only; got {method!r}")
         unknown = set(adaptive) - {"delta", "max_permutations", "tolerance", "bound"}
         if unknown:
-            raise ValueError(f"unknown adaptive options {sorted(unknown)}")
+            raise InputError(f"unknown adaptive options {sorted(unknown)}")
         round_schedule(n_permutations, adaptive.get("max_permutations", 1000))
         check_options(adaptive.get("delta", 0.05), adaptive.get("tolerance", 0.0), adaptive.get("bound", "bernstein"),
                       control_variate)
@@ -234,7 +234,7 @@ def write_json(obj, path) -> None:
 def _json_default(x):
     if isinstance(x, (np.floating, np.integer)):
         return x.item()
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+    raise InputTypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 def format_result(result: dict) -> str:

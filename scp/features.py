@@ -28,6 +28,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
 from .baselines import BM25Ranker
 from .shapley import derive_seed
 
@@ -62,7 +63,7 @@ def context_key(query: str, units: Sequence[str]) -> str:
 def check_features(features: Sequence[str]) -> tuple[str, ...]:
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
-        raise ValueError(f"unknown feature(s) {unknown}; choose from {FEATURES}")
+        raise InputError(f"unknown feature(s) {unknown}; choose from {FEATURES}")
     return tuple(features)
 
 
@@ -148,10 +149,10 @@ def build_contexts(queries: Sequence[str], units_list: Sequence[Sequence[str]], 
     """Embed all queries and units in one batched (cached) call and build one :class:`Context` each."""
     features = check_features(features)
     if len(queries) != len(units_list):
-        raise ValueError(f"{len(queries)} queries but {len(units_list)} unit lists")
+        raise InputError(f"{len(queries)} queries but {len(units_list)} unit lists")
     for i, units in enumerate(units_list):
         if len(units) == 0:
-            raise ValueError(f"empty context: unit list {i} has no units")
+            raise InputError(f"empty context: unit list {i} has no units")
     texts = list(queries) + [u for units in units_list for u in units]
     emb = embedder.encode(texts, batch_size=256, show_progress=show_progress)
     q_emb, offset, out = emb[:len(queries)], len(queries), []

@@ -12,6 +12,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .errors import InputError
+
 
 def as_coalitions(coalitions, n_players: int) -> np.ndarray:
     """Validate and return a (k, n) boolean coalition matrix (a single 1-d coalition becomes k = 1)."""
@@ -19,10 +21,10 @@ def as_coalitions(coalitions, n_players: int) -> np.ndarray:
     if C.ndim == 1:
         C = C[None, :]
     if C.ndim != 2 or C.shape[1] != n_players:
-        raise ValueError(f"coalitions must have shape (k, {n_players}); got {tuple(np.shape(coalitions))}")
+        raise InputError(f"coalitions must have shape (k, {n_players}); got {tuple(np.shape(coalitions))}")
     if C.dtype != bool:
         if not np.isin(C, (0, 1)).all():
-            raise ValueError("coalitions must be boolean (or 0/1) membership indicators")
+            raise InputError("coalitions must be boolean (or 0/1) membership indicators")
         C = C.astype(bool)
     return C
 
@@ -65,7 +67,7 @@ class Game(abc.ABC):
 
 def _check_small(n: int, what: str, limit: int = 24) -> None:
     if n > limit:
-        raise ValueError(f"{what} enumerates 2^n coalitions; n = {n} exceeds the limit {limit}")
+        raise InputError(f"{what} enumerates 2^n coalitions; n = {n} exceeds the limit {limit}")
 
 
 class FunctionGame(Game):
@@ -86,9 +88,9 @@ class TableGame(Game):
         values = np.asarray(values, dtype=np.float64).reshape(-1)
         n = int(np.log2(values.size)) if values.size else -1
         if values.size == 0 or 2**n != values.size:
-            raise ValueError(f"a table game needs 2^n values; got {values.size}")
+            raise InputError(f"a table game needs 2^n values; got {values.size}")
         if not np.isfinite(values).all():
-            raise ValueError("table game values must be finite")
+            raise InputError("table game values must be finite")
         _check_n(n)
         self.values, self.n_players = values, n
 
@@ -129,7 +131,7 @@ class UnanimityGame(Game):
         _check_n(n_players)
         self.n_players, self.carrier = n_players, np.asarray(sorted(set(carrier)), dtype=np.int64)
         if self.carrier.size == 0 or self.carrier.min() < 0 or self.carrier.max() >= n_players:
-            raise ValueError(f"carrier must be a non-empty subset of 0..{n_players - 1}")
+            raise InputError(f"carrier must be a non-empty subset of 0..{n_players - 1}")
 
     def value(self, coalitions):
         return coalitions[:, self.carrier].all(axis=1).astype(np.float64)
@@ -142,7 +144,7 @@ class GloveGame(Game):
         self.left, self.right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
         players = np.concatenate([self.left, self.right])
         if len(set(players.tolist())) != players.size or sorted(players.tolist()) != list(range(players.size)):
-            raise ValueError("left and right must partition the players 0..n-1")
+            raise InputError("left and right must partition the players 0..n-1")
         self.n_players = players.size
         _check_n(self.n_players)
 
@@ -173,12 +175,12 @@ class MaxSumGame(Game):
         if r.ndim == 1:
             r = r[:, None]
         if r.ndim != 2 or r.shape[0] == 0:
-            raise ValueError(f"relevance must be (n_players, n_aspects); got shape {np.shape(relevance)}")
+            raise InputError(f"relevance must be (n_players, n_aspects); got shape {np.shape(relevance)}")
         if not np.isfinite(r).all():
-            raise ValueError("relevance scores must be finite")
+            raise InputError("relevance scores must be finite")
         w = np.ones(r.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != (r.shape[1],):
-            raise ValueError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
+            raise InputError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
         self.relevance, self.weights, self.n_players = r, w, r.shape[0]
 
     def value(self, coalitions):
@@ -273,5 +275,5 @@ class ValueNetGame(Game):
 
 def _check_n(n: int) -> None:
     if n < 1:
-        raise ValueError(f"a game needs at least one player; got n = {n}")
+        raise InputError(f"a game needs at least one player; got n = {n}")
 

@@ -14,6 +14,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
+
 __all__ = ["greedy_select"]
 
 
@@ -27,14 +29,14 @@ def greedy_select(net, units: torch.Tensor, query: torch.Tensor, extra: torch.Te
     """
     n = units.shape[0]
     if (k is None) == (budget is None):
-        raise ValueError("give exactly one of k or budget")
+        raise InputError("give exactly one of k or budget")
     if k is not None and not 1 <= k <= n:
-        raise ValueError(f"k must be in [1, {n}], got {k}")
+        raise InputError(f"k must be in [1, {n}], got {k}")
     cost = np.ones(n) if costs is None else np.asarray(costs, dtype=float)
     if cost.shape != (n,) or not np.all(cost > 0):
-        raise ValueError(f"costs must be {n} positive numbers")
+        raise InputError(f"costs must be {n} positive numbers")
     if budget is not None and (costs is None or not budget > 0):
-        raise ValueError("a budget needs positive costs and budget > 0")
+        raise InputError("a budget needs positive costs and budget > 0")
     was_training = net.training
     net.eval()
     chosen: list[int] = []

@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import torch
 
+from .errors import InputError
 from .coalition_targets import coverage, fact_ids
 from .features import STRUCTURAL, collate, contexts_from_examples
 from .games import ValueNetGame
@@ -71,7 +72,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
 def variant_configs(name: str, seed: int = 0, **overrides) -> tuple[TrainConfig, TrainConfig]:
     """(set model, matched control) configs of variant ``name`` for ``seed`` (``overrides`` go to both)."""
     if name not in VARIANTS:
-        raise ValueError(f"unknown variant {name!r}; choose one of {list(VARIANTS)}")
+        raise InputError(f"unknown variant {name!r}; choose one of {list(VARIANTS)}")
     set_over, control_over = VARIANTS[name]
     common = {"datasets": ("hotpotqa",), "val_dataset": "hotpotqa", "seed": seed}  # as notebook 02's models
     return (config_from_preset("best", **{**set_over, **common, **overrides}),

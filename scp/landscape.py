@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import InputError
 from . import theory
 from .data import Example
 from .games import Game, ValueNetGame
@@ -50,7 +51,7 @@ def truncate_example(example: Example, max_units: int = 12, n_distractor_paragra
         has no supporting unit.
     """
     if max_units < 1 or n_distractor_paragraphs < 0:
-        raise ValueError(f"need max_units ≥ 1 and n_distractor_paragraphs ≥ 0; got {max_units}, "
+        raise InputError(f"need max_units ≥ 1 and n_distractor_paragraphs ≥ 0; got {max_units}, "
                          f"{n_distractor_paragraphs}")
     pids = list(dict.fromkeys(example.paragraph_ids))
     gold = {p for p, y in zip(example.paragraph_ids, example.labels) if y}

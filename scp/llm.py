@@ -56,7 +56,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import ModelUnavailableError, warn_user
+from .errors import InputError, InputTypeError, ModelUnavailableError, warn_user
 
 __all__ = [
     "PROMPT", "EMPTY_CONTEXT", "CONTEXT_SEPARATOR", "DEFAULT_LOCAL_MODEL", "Answer", "Reader", "LocalReader",
@@ -95,7 +95,7 @@ def join_context(context: str | Sequence[str]) -> str:
     if isinstance(context, str):
         return context.strip()
     if not isinstance(context, Sequence) or not all(isinstance(s, str) for s in context):
-        raise TypeError(f"a context is a str or a sequence of str, got {type(context).__name__}")
+        raise InputTypeError(f"a context is a str or a sequence of str, got {type(context).__name__}")
     return CONTEXT_SEPARATOR.join(s.strip() for s in context if s.strip())
 
 
@@ -106,9 +106,9 @@ def render_prompt(question: str, context: str | Sequence[str]) -> str:
 
 def _check_list(name: str, values: Any, n: int | None = None) -> list:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise TypeError(f"{name} must be a list (one item per example), got {type(values).__name__}")
+        raise InputTypeError(f"{name} must be a list (one item per example), got {type(values).__name__}")
     if n is not None and len(values) != n:
-        raise ValueError(f"{name} has {len(values)} items but questions has {n}: one per example is needed")
+        raise InputError(f"{name} has {len(values)} items but questions has {n}: one per example is needed")
     return list(values)
 
 
@@ -119,21 +119,21 @@ def _check_inputs(questions: Sequence[str], contexts: Sequence[Any], answers: Se
     cs = [join_context(c) for c in _check_list("contexts", contexts, len(qs))]
     for i, q in enumerate(qs):
         if not isinstance(q, str):
-            raise TypeError(f"questions[{i}] is {type(q).__name__}, not str")
+            raise InputTypeError(f"questions[{i}] is {type(q).__name__}, not str")
         if not q.strip():
-            raise ValueError(f"questions[{i}] is empty")
+            raise InputError(f"questions[{i}] is empty")
     if not allow_empty_context:
         for i, c in enumerate(cs):
             if not c:
-                raise ValueError(f"contexts[{i}] is empty: a reader needs a context to read")
+                raise InputError(f"contexts[{i}] is empty: a reader needs a context to read")
     if answers is None:
         return qs, cs, None
     ans = _check_list("answers", answers, len(qs))
     for i, a in enumerate(ans):
         if not isinstance(a, str):
-            raise TypeError(f"answers[{i}] is {type(a).__name__}, not str")
+            raise InputTypeError(f"answers[{i}] is {type(a).__name__}, not str")
         if not a.strip():
-            raise ValueError(f"answers[{i}] is empty: log P of an empty answer is 0 by definition")
+            raise InputError(f"answers[{i}] is empty: log P of an empty answer is 0 by definition")
     return qs, cs, ans
 
 
@@ -213,7 +213,7 @@ class LocalReader(Reader):
                  batch_size: int = 8, device: str | None = None, dtype: Any = None,
                  cache_dir: str | os.PathLike[str] | bool | None = None) -> None:
         if max_new_tokens < 1 or batch_size < 1:
-            raise ValueError(f"max_new_tokens ({max_new_tokens}) and batch_size ({batch_size}) must be ≥ 1")
+            raise InputError(f"max_new_tokens ({max_new_tokens}) and batch_size ({batch_size}) must be ≥ 1")
         _require("torch", "torch")
         _require("transformers", "transformers")
         import torch
@@ -309,7 +309,7 @@ class LocalReader(Reader):
             text = text + _PLAIN_SUFFIX
         ids = list(self.tokenizer(text, add_special_tokens=not self.has_chat_template)["input_ids"])
         if self.max_length and len(ids) + self.max_new_tokens > self.max_length:
-            raise ValueError(f"the prompt has {len(ids)} tokens; with {self.max_new_tokens} answer tokens it "
+            raise InputError(f"the prompt has {len(ids)} tokens; with {self.max_new_tokens} answer tokens it "
                              f"exceeds the model's {self.max_length}: shorten the context")
         return ids
 
@@ -403,12 +403,12 @@ class OpenAIReader(Reader):
     def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None, *,
                  max_new_tokens: int = 32, timeout: float = 120.0, concurrency: int = 4, retries: int = 2) -> None:
         if max_new_tokens < 1 or concurrency < 1:
-            raise ValueError(f"max_new_tokens ({max_new_tokens}) and concurrency ({concurrency}) must be ≥ 1")
+            raise InputError(f"max_new_tokens ({max_new_tokens}) and concurrency ({concurrency}) must be ≥ 1")
         self.base_url = (base_url or os.environ.get("SCP_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
                          or "https://api.openai.com/v1").rstrip("/")
         self.model_name = model or os.environ.get("SCP_LLM_MODEL") or ""
         if not self.model_name:
-            raise ValueError("OpenAIReader needs a model name: pass model= or set SCP_LLM_MODEL")
+            raise InputError("OpenAIReader needs a model name: pass model= or set SCP_LLM_MODEL")
         self._api_key = api_key or os.environ.get("SCP_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
         self.max_new_tokens, self.timeout = int(max_new_tokens), float(timeout)
         self.concurrency, self.retries = int(concurrency), int(retries)
@@ -543,7 +543,7 @@ def _answer_rows(lm: LocalReader, sequences: Sequence[Sequence[int]], n_answer: 
 def _encode_scored(lm: LocalReader, questions: Sequence[str], contexts: Sequence[Any], answers: Sequence[str],
                    eos: bool, allow_empty_context: bool) -> tuple[list[list[int]], list[list[int]]]:
     if not isinstance(lm, LocalReader):
-        raise TypeError(f"scoring needs a LocalReader (token probabilities), got {type(lm).__name__}")
+        raise InputTypeError(f"scoring needs a LocalReader (token probabilities), got {type(lm).__name__}")
     qs, cs, ans = _check_inputs(questions, contexts, answers, allow_empty_context=allow_empty_context)
     targets = [lm.answer_ids(a, eos=eos) for a in ans]  # type: ignore[union-attr]
     sequences = [lm.prompt_ids(q, c) + t for q, c, t in zip(qs, cs, targets)]
@@ -581,7 +581,7 @@ def answer_and_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequ
     import torch
 
     if not isinstance(lm, LocalReader):
-        raise TypeError(f"scoring needs a LocalReader (token probabilities), got {type(lm).__name__}")
+        raise InputTypeError(f"scoring needs a LocalReader (token probabilities), got {type(lm).__name__}")
     qs, cs, ans = _check_inputs(questions, contexts, answers, allow_empty_context=allow_empty_context)
     prompts = [render_prompt(q, c) for q, c in zip(qs, cs)]
     encoded = [lm.prompt_ids(q, c) for q, c in zip(qs, cs)]
@@ -660,7 +660,7 @@ def _check_updates(context: str | Sequence[str], updates: Sequence[str]) -> tupl
     ups = _check_list("updates", updates)
     for i, u in enumerate(ups):
         if not isinstance(u, str) or not u.strip():
-            raise ValueError(f"updates[{i}] must be a non-empty str")
+            raise InputError(f"updates[{i}] must be a non-empty str")
     return base, ups
 
 

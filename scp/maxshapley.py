@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .games import TableGame, all_coalitions
 from .metrics import aggregate, jaccard_at_k, kendall_tau_b
 from .plot import color as plot_color
@@ -106,7 +107,7 @@ class Query:
     def head(self, k: int) -> "Query":
         """The same question with only its first ``k`` sources (e.g. a smaller 2^k table for timing)."""
         if not 1 <= k <= self.n_sources:
-            raise ValueError(f"k must be in 1..{self.n_sources}; got {k}")
+            raise InputError(f"k must be in 1..{self.n_sources}; got {k}")
         return dataclasses.replace(self, sources=self.sources[:k], labels=self.labels[:k],
                                    paragraphs=self.paragraphs[:k])
 
@@ -128,7 +129,7 @@ def hop_question(question: str, answers: Sequence[str]) -> str:
     def sub(match: re.Match) -> str:
         k = int(match.group(1))
         if not 1 <= k <= len(answers):
-            raise ValueError(f"hop question {question!r} refers to #{k} but only {len(answers)} earlier answers")
+            raise InputError(f"hop question {question!r} refers to #{k} but only {len(answers)} earlier answers")
         return answers[k - 1]
 
     text = _HOP_REF.sub(sub, question).strip()
@@ -147,7 +148,7 @@ def key_points(decomposition: Iterable[Mapping[str, Any]]) -> list[tuple[str, st
         points.append((hop_question(hop["question"], answers), str(hop["answer"]).strip()))
         answers.append(str(hop["answer"]).strip())
     if not points:
-        raise ValueError("the example has no question decomposition: no key points")
+        raise InputError("the example has no question decomposition: no key points")
     return points
 
 
@@ -167,17 +168,17 @@ def choose_sources(example, n_sources: int, seed: int = 0) -> Query:
     from .baselines import BM25Ranker
 
     if example.granularity != "paragraph":
-        raise ValueError(f"choose_sources needs paragraph units; {example.id} has {example.granularity} units")
+        raise InputError(f"choose_sources needs paragraph units; {example.id} has {example.granularity} units")
     texts = example.unit_texts(with_title=True)
     labels = np.asarray(example.labels)
     gold = np.flatnonzero(labels == 1).tolist()
     if not 0 < len(gold) < n_sources:
-        raise ValueError(f"{example.id} has {len(gold)} gold paragraphs; n_sources = {n_sources} needs 1..n−1")
+        raise InputError(f"{example.id} has {len(gold)} gold paragraphs; n_sources = {n_sources} needs 1..n−1")
     bm25 = BM25Ranker().score(example.query, texts)
     others = sorted(np.flatnonzero(labels == 0).tolist(), key=lambda i: (-bm25[i], i))
     chosen = gold + others[:n_sources - len(gold)]
     if len(chosen) < n_sources:
-        raise ValueError(f"{example.id} has only {len(chosen)} paragraphs; n_sources = {n_sources}")
+        raise InputError(f"{example.id} has only {len(chosen)} paragraphs; n_sources = {n_sources}")
     order = np.random.default_rng(derive_seed(seed, example.id)).permutation(n_sources)
     chosen = [chosen[k] for k in order]
     return Query(id=example.id, question=example.query, answer=example.answers[0],
@@ -196,7 +197,7 @@ def select_queries(examples: Sequence, n_queries: int, n_sources: int, seed: int
         if ex.meta.get("decomposition") and 0 < sum(ex.labels) < n_sources:
             out.append(choose_sources(ex, n_sources, seed))
     if len(out) < n_queries:
-        raise ValueError(f"only {len(out)} examples qualify; n_queries = {n_queries}")
+        raise InputError(f"only {len(out)} examples qualify; n_queries = {n_queries}")
     return out
 
 
@@ -216,11 +217,11 @@ class Scored:
 
 def _check_triples(questions, contexts, answers) -> None:
     if not len(questions) == len(contexts) == len(answers):
-        raise ValueError(f"{len(questions)} questions, {len(contexts)} contexts, {len(answers)} answers: "
+        raise InputError(f"{len(questions)} questions, {len(contexts)} contexts, {len(answers)} answers: "
                          "one of each per sequence is needed")
     for i, (q, a) in enumerate(zip(questions, answers)):
         if not isinstance(q, str) or not q.strip() or not isinstance(a, str) or not a.strip():
-            raise ValueError(f"sequence {i}: questions and answers must be non-empty strings")
+            raise InputError(f"sequence {i}: questions and answers must be non-empty strings")
 
 
 def prefix_tree_logprob(lm, questions: Sequence[str], contexts: Sequence[str | Sequence[str]],
@@ -306,7 +307,7 @@ def score_sequences(lm, questions: Sequence[str], contexts: Sequence[str | Seque
     if scorer == "tree":
         return prefix_tree_logprob(lm, questions, contexts, answers)
     if scorer not in ("batched", "batched-reuse"):
-        raise ValueError(f"scorer must be 'tree', 'batched' or 'batched-reuse'; got {scorer!r}")
+        raise InputError(f"scorer must be 'tree', 'batched' or 'batched-reuse'; got {scorer!r}")
     _check_triples(questions, contexts, answers)
     t0 = time.perf_counter()
     logp = answer_logprob(lm, list(questions), list(contexts), list(answers), reuse_prefix=scorer == "batched-reuse",
@@ -530,7 +531,7 @@ def random_jaccard(n: int, k: int) -> float:
     """E[|A ∩ G| / |A ∪ G|] for a uniformly random k-subset A of n sources and a fixed k-subset G: the
     Jaccard@K of a random order (hypergeometric overlap x, Jaccard x / (2k − x))."""
     if not 0 < k <= n:
-        raise ValueError(f"need 0 < k <= n, got k={k}, n={n}")
+        raise InputError(f"need 0 < k <= n, got k={k}, n={n}")
     total = math.comb(n, k)
     return sum(math.comb(k, x) * math.comb(n - k, k - x) / total * x / (2 * k - x) for x in range(0, k + 1))
 

@@ -16,16 +16,18 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import rankdata
 
+from .errors import InputError, InputTypeError
+
 
 def _scores_labels(scores: Sequence[float], labels: Sequence[int | bool]) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     y = np.asarray(labels).reshape(-1)
     if s.shape != y.shape:
-        raise ValueError(f"{s.size} scores but {y.size} labels")
+        raise InputError(f"{s.size} scores but {y.size} labels")
     if not np.isin(y, (0, 1)).all():
-        raise ValueError("labels must be 0/1 or boolean")
+        raise InputError("labels must be 0/1 or boolean")
     if np.isnan(s).any():
-        raise ValueError("scores contain NaN")
+        raise InputError("scores contain NaN")
     return s, y.astype(bool)
 
 
@@ -59,12 +61,12 @@ def aggregate(values: Sequence[float], n_boot: int = 1000, seed: int = 0, ci: fl
     quantiles (1 − ci)/2 and (1 + ci)/2 of the resampled means).  ``nan`` values are excluded and counted
     in ``n_excluded``; with no value left every statistic is ``nan``."""
     if not 0 < ci < 1:
-        raise ValueError(f"ci must be in (0, 1), got {ci}")
+        raise InputError(f"ci must be in (0, 1), got {ci}")
     if n_boot < 1:
-        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+        raise InputError(f"n_boot must be >= 1, got {n_boot}")
     v = np.asarray(values, dtype=np.float64).reshape(-1)
     if np.isinf(v).any():
-        raise ValueError("values contain ±inf")
+        raise InputError("values contain ±inf")
     keep = ~np.isnan(v)
     v, excluded = v[keep], int((~keep).sum())
     if v.size == 0:
@@ -86,7 +88,7 @@ def recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], keep_r
     0.3·10 keeps 3.)
     """
     if not 0 <= keep_ratio <= 1:
-        raise ValueError(f"keep_ratio must be in [0, 1], got {keep_ratio}")
+        raise InputError(f"keep_ratio must be in [0, 1], got {keep_ratio}")
     s, y = _scores_labels(scores, labels)
     n_pos = int(y.sum())
     if n_pos == 0:
@@ -116,7 +118,7 @@ def all_recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], ke
         A probability in [0, 1]; ``nan`` when there is no positive unit.
     """
     if not 0 <= keep_ratio <= 1:
-        raise ValueError(f"keep_ratio must be in [0, 1], got {keep_ratio}")
+        raise InputError(f"keep_ratio must be in [0, 1], got {keep_ratio}")
     s, y = _scores_labels(scores, labels)
     if not y.any():
         return math.nan
@@ -138,7 +140,7 @@ def compression(kept_tokens: int, total_tokens: int) -> float:
 def keep_rate(kept: int, total: int) -> float:
     """kept / total (e.g. units kept out of the context's units); ``nan`` if total is 0."""
     if total < 0 or not 0 <= kept <= max(total, 0):
-        raise ValueError(f"need 0 <= kept <= total, got kept={kept}, total={total}")
+        raise InputError(f"need 0 <= kept <= total, got kept={kept}, total={total}")
     return kept / total if total else math.nan
 
 
@@ -154,7 +156,7 @@ def normalize_answer(text: str) -> str:
 def _golds(golds: str | Sequence[str]) -> list[str]:
     golds = [golds] if isinstance(golds, str) else list(golds)
     if not golds:
-        raise ValueError("at least one gold answer is needed")
+        raise InputError("at least one gold answer is needed")
     return golds
 
 
@@ -191,9 +193,9 @@ def jaccard_at_k(a_scores: Sequence[float], b_scores: Sequence[float], k: int) -
     a = np.asarray(a_scores, dtype=np.float64).reshape(-1)
     b = np.asarray(b_scores, dtype=np.float64).reshape(-1)
     if a.shape != b.shape:
-        raise ValueError(f"score vectors differ in length: {a.size} vs {b.size}")
+        raise InputError(f"score vectors differ in length: {a.size} vs {b.size}")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InputError(f"k must be >= 1, got {k}")
     if a.size == 0:
         return math.nan
     top_a, top_b = _top_k(a, k), _top_k(b, k)
@@ -206,9 +208,9 @@ def kendall_tau_b(a: Sequence[float], b: Sequence[float]) -> float:
     x = np.asarray(a, dtype=np.float64).reshape(-1)
     y = np.asarray(b, dtype=np.float64).reshape(-1)
     if x.shape != y.shape:
-        raise ValueError(f"vectors differ in length: {x.size} vs {y.size}")
+        raise InputError(f"vectors differ in length: {x.size} vs {y.size}")
     if np.isnan(x).any() or np.isnan(y).any():
-        raise ValueError("inputs contain NaN")
+        raise InputError("inputs contain NaN")
     s = untied_x = untied_y = 0
     for i in range(x.size - 1):
         dx, dy = np.sign(x[i + 1:] - x[i]), np.sign(y[i + 1:] - y[i])
@@ -224,11 +226,11 @@ def needle_recall(kept_text: str, needles: Sequence[str]) -> float:
     """Fraction of needle values found in ``kept_text``: case-insensitive, whole-token match (a needle
     must not be flanked by word characters, so "12" is not found in "123").  ``nan`` for no needles."""
     if isinstance(needles, str):
-        raise TypeError("needles must be a sequence of strings, not a single string")
+        raise InputTypeError("needles must be a sequence of strings, not a single string")
     if not needles:
         return math.nan
     if any(not n.strip() for n in needles):
-        raise ValueError("needles must be non-empty strings")
+        raise InputError("needles must be non-empty strings")
     found = [re.search(rf"(?<!\w){re.escape(n.strip())}(?!\w)", kept_text, flags=re.IGNORECASE) is not None
              for n in needles]
     return sum(found) / len(found)
@@ -254,5 +256,5 @@ def paired_difference(a: Sequence[float], b: Sequence[float], n_boot: int = 1000
     x = np.asarray(a, dtype=np.float64).reshape(-1)
     y = np.asarray(b, dtype=np.float64).reshape(-1)
     if x.shape != y.shape:
-        raise ValueError(f"paired values differ in length: {x.size} vs {y.size}")
+        raise InputError(f"paired values differ in length: {x.size} vs {y.size}")
     return aggregate(x - y, n_boot=n_boot, seed=seed, ci=ci)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from .errors import MissingFileError
 from . import checkpoint
 from .train import CHECKPOINT_FORMAT
 
@@ -28,7 +29,7 @@ def _last_path(best_path) -> Path:
     best = Path(best_path)
     last = best.with_name("last.pt")
     if not last.is_file():
-        raise FileNotFoundError(f"no {last.name} beside {best}: the learning curve is read from the last epoch's "
+        raise MissingFileError(f"no {last.name} beside {best}: the learning curve is read from the last epoch's "
                                 "checkpoint that scp.train writes next to best.pt")
     return last
 

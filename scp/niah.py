@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .data import Example
 from .metrics import aggregate, all_recall_at_keep, pairwise_auc, recall_at_keep
 
@@ -45,7 +46,7 @@ def niah_seed(example: Example) -> int:
     """The seed a :func:`scp.synthetic.make_niah` example was drawn with (read from its id)."""
     m = _SEED.search(example.id)
     if m is None:
-        raise ValueError(f"{example.id!r} is not a make_niah id (…-s<seed>)")
+        raise InputError(f"{example.id!r} is not a make_niah id (…-s<seed>)")
     return int(m.group(1))
 
 
@@ -65,12 +66,12 @@ def needle_rows(examples: Sequence[Example], scores: Sequence[Sequence[float]], 
         ``top_haystack_score`` (highest score of a haystack unit) and, per r, ``recall@r`` and ``all_recall@r``.
     """
     if len(examples) != len(scores):
-        raise ValueError(f"{len(examples)} examples but {len(scores)} score arrays")
+        raise InputError(f"{len(examples)} examples but {len(scores)} score arrays")
     rows = []
     for ex, s in zip(examples, scores):
         s = np.asarray(s, dtype=np.float64)
         if s.shape != (ex.n_units,):
-            raise ValueError(f"{ex.id}: {s.size} scores for {ex.n_units} units")
+            raise InputError(f"{ex.id}: {s.size} scores for {ex.n_units} units")
         needles = list(ex.meta["needle_indices"])
         row = {"method": method, "n_units": ex.n_units, "depth": ex.meta["depth"], "n_needles": len(needles),
                "seed": niah_seed(ex), "needle_ranks": [int((s > s[i]).sum()) for i in needles],

@@ -24,6 +24,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from .errors import InputError, InputTypeError
+
 RECORD_MIME = "application/scp+json"
 """MIME type of a recorded value in a notebook's outputs (a JSON object ``{name: value}``)."""
 
@@ -75,7 +77,7 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in items]
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:  # torch scalar
         return jsonable(value.item())
-    raise TypeError(f"cannot record a {type(value).__name__} as JSON; record numbers, strings or short lists")
+    raise InputTypeError(f"cannot record a {type(value).__name__} as JSON; record numbers, strings or short lists")
 
 
 # ------------------------------------------------------------------------------------------------- records
@@ -99,7 +101,7 @@ def record(name: str, value: Any) -> Any:
         The JSON form of ``value`` (what :func:`read_records` will return for ``name``).
     """
     if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"record names must be identifiers (snake_case); got {name!r}")
+        raise InputError(f"record names must be identifiers (snake_case); got {name!r}")
     data = jsonable(value)
     RECORDS[name] = data
     if _in_ipython():

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .io import atomic_open
 from .notebook import jsonable, resolve_out_dir
 
@@ -182,11 +183,11 @@ def figure(kind: str = "column", aspect: float | None = None, nrows: int = 1, nc
 
     widths = {"column": COLUMN_WIDTH, "page": PAGE_WIDTH}
     if kind not in widths:
-        raise ValueError(f"kind must be 'column' or 'page'; got {kind!r}")
+        raise InputError(f"kind must be 'column' or 'page'; got {kind!r}")
     if aspect is None:
         aspect = 0.62 if kind == "column" else 0.33
     if not aspect > 0:
-        raise ValueError(f"aspect must be > 0; got {aspect}")
+        raise InputError(f"aspect must be > 0; got {aspect}")
     style()
     width = widths[kind]
     return plt.subplots(nrows, ncols, figsize=(width, width * aspect), **kwargs)
@@ -235,15 +236,15 @@ def band(ax, x: Sequence[float], samples, label: str, ci: str = "bootstrap", lev
         ``(line, mean, low, high)``: the line artist and the plotted statistics (arrays of length k).
     """
     if ci not in ("bootstrap", "t"):
-        raise ValueError(f"ci must be 'bootstrap' or 't'; got {ci!r}")
+        raise InputError(f"ci must be 'bootstrap' or 't'; got {ci!r}")
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1); got {level}")
+        raise InputError(f"level must lie in (0, 1); got {level}")
     x = np.asarray(x, dtype=np.float64)
     s = np.asarray(samples, dtype=np.float64)
     if s.ndim == 1:
         s = s[:, None]
     if s.ndim != 2 or s.shape[0] != x.size:
-        raise ValueError(f"samples must have shape (len(x), repeats) = ({x.size}, r); got {np.shape(samples)}")
+        raise InputError(f"samples must have shape (len(x), repeats) = ({x.size}, r); got {np.shape(samples)}")
     key = canonical(label)
     c = color if color is not None else (COLORS[key] if key else None)
     m = marker if marker is not None else (MARKERS[key] if key else None)
@@ -259,7 +260,7 @@ def band(ax, x: Sequence[float], samples, label: str, ci: str = "bootstrap", lev
 def _target(kind: str, name: str, out_dir) -> Path:
     rel = Path(name)
     if rel.is_absolute() or ".." in rel.parts or not rel.name:
-        raise ValueError(f"name must be a relative path such as 'NN_slug/panel'; got {name!r}")
+        raise InputError(f"name must be a relative path such as 'NN_slug/panel'; got {name!r}")
     return resolve_out_dir(out_dir) / kind / rel
 
 
@@ -302,7 +303,7 @@ def _records(table) -> tuple[list[str], list[dict[str, Any]]]:
         columns = [str(c) for c in table]
         lengths = {len(v) for v in table.values()}
         if len(lengths) > 1:
-            raise ValueError(f"columns have different lengths: {sorted(lengths)}")
+            raise InputError(f"columns have different lengths: {sorted(lengths)}")
         rows = [dict(zip(columns, vals)) for vals in zip(*table.values())]
     else:  # a sequence of row mappings
         rows = [dict(r) for r in table]

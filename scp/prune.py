@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .errors import warn_user
+from .errors import InputError, InputTypeError, warn_user
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -72,19 +72,19 @@ def check_criterion(*, top_k=None, keep_ratio=None, threshold=None, token_budget
     given = {k: v for k, v in dict(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
                                     token_budget=token_budget).items() if v is not None}
     if len(given) != 1:
-        raise ValueError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
+        raise InputError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
     (name, value), = given.items()
     is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
     if name == "top_k" and not (is_int and value >= 1):
-        raise ValueError(f"top_k must be an integer ≥ 1; got {value!r}")
+        raise InputError(f"top_k must be an integer ≥ 1; got {value!r}")
     if name == "keep_ratio" and not (isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
                                      and 0 < value <= 1):
-        raise ValueError(f"keep_ratio must be a number in (0, 1]; got {value!r} ({type(value).__name__})")
+        raise InputError(f"keep_ratio must be a number in (0, 1]; got {value!r} ({type(value).__name__})")
     if name == "threshold" and not (value == "mean" or (isinstance(value, (int, float)) and not isinstance(value, bool)
                                                         and math.isfinite(value))):
-        raise ValueError(f"threshold must be 'mean' or a finite number; got {value!r}")
+        raise InputError(f"threshold must be 'mean' or a finite number; got {value!r}")
     if name == "token_budget" and not (is_int and value >= 0):
-        raise ValueError(f"token_budget must be a non-negative integer; got {value!r} ({type(value).__name__})")
+        raise InputError(f"token_budget must be a non-negative integer; got {value!r} ({type(value).__name__})")
     return f"{name}={value}"
 
 
@@ -103,9 +103,9 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     n = s.size
     if n == 0:
-        raise ValueError("empty context: nothing to prune")
+        raise InputError("empty context: nothing to prune")
     if not np.isfinite(s).all():
-        raise ValueError("scores contain NaN or inf")
+        raise InputError("scores contain NaN or inf")
     order = np.argsort(-s, kind="stable")
     if top_k is not None:
         keep = order[:min(top_k, n)]
@@ -115,7 +115,7 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
         keep = np.flatnonzero(s >= (s.mean() if threshold == "mean" else float(threshold)) - 1e-12)
     else:
         if token_counts is None or len(token_counts) != n:
-            raise ValueError("token_budget needs one token count per unit")
+            raise InputError("token_budget needs one token count per unit")
         counts, used, chosen = np.asarray(token_counts), 0, []
         for i in order:
             if used + counts[i] <= token_budget:
@@ -135,11 +135,11 @@ def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | Non
     """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
     sentences = list(sentences)
     if not sentences:
-        raise ValueError("empty context: nothing to prune")
+        raise InputError("empty context: nothing to prune")
     if len(scores) != len(sentences):
-        raise ValueError(f"got {len(scores)} scores for {len(sentences)} sentences")
+        raise InputError(f"got {len(scores)} scores for {len(sentences)} sentences")
     if not all(isinstance(t, str) for t in sentences):
-        raise TypeError("sentences must be strings")
+        raise InputTypeError("sentences must be strings")
     tokenize = tokenizer or regex_tokens
     name = tokenizer_name or ("regex-words" if tokenizer is None else getattr(tokenizer, "__name__", "custom"))
     counts = [len(tokenize(t)) for t in sentences]

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .errors import warn_user
+from .errors import InputError, warn_user
 from .features import build_contexts
 from .games import ValueNetGame
 from .prune import PruneResult, check_criterion, prune
@@ -51,16 +51,16 @@ class ShapleyPruner:
                  certify_keep: float = 0.5, tolerance: float = 0.0, bound: str = "bernstein",
                  control_variate: str | None = None):
         if estimator not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
+            raise InputError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
         if control_variate is not None:
             from .shapley import CONTROL_VARIATES
 
             if control_variate not in CONTROL_VARIATES or ESTIMATORS[estimator] is not monte_carlo:
-                raise ValueError(f"control_variate must be one of {CONTROL_VARIATES} with the monte_carlo estimator; "
+                raise InputError(f"control_variate must be one of {CONTROL_VARIATES} with the monte_carlo estimator; "
                                  f"got {control_variate!r} with {estimator!r}")
         if isinstance(n_permutations, str):
             if n_permutations != "adaptive" or ESTIMATORS[estimator] is not monte_carlo:
-                raise ValueError(f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
+                raise InputError(f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
                                  f"estimator; got {n_permutations!r} with {estimator!r}")
             from .adaptive import check_options, keep_count, round_schedule
 
@@ -94,19 +94,19 @@ class ShapleyPruner:
                           "sentences are scored (expect lower quality)")
             return list(sentences)
         if len(titles) != len(sentences):
-            raise ValueError(f"got {len(titles)} titles for {len(sentences)} sentences")
+            raise InputError(f"got {len(titles)} titles for {len(sentences)} sentences")
         return [f"{t}: {s}" if t else s for t, s in zip(titles, sentences)]
 
     def _check(self, query: str, sentences: list[str]) -> None:
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("query must be a non-empty string")
+            raise InputError("query must be a non-empty string")
         if not sentences:
-            raise ValueError("empty context: give at least one sentence")
+            raise InputError("empty context: give at least one sentence")
         bad = [i for i, s in enumerate(sentences) if not (isinstance(s, str) and s.strip())]
         if bad:
-            raise ValueError(f"every sentence must be a non-empty string; sentence {bad[0]} is {sentences[bad[0]]!r}")
+            raise InputError(f"every sentence must be a non-empty string; sentence {bad[0]} is {sentences[bad[0]]!r}")
         if len(sentences) > self.max_units:
-            raise ValueError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
+            raise InputError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                              "passages or raise max_units (cost grows as M·n²)")
 
     @property

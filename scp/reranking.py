@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import ModelUnavailableError
+from .errors import InputError, ModelUnavailableError
 from .evaluate import evaluate, make_ranker, unavailable
 from .metrics import paired_difference
 from .train import TrainConfig, config_from_preset, train_or_load
@@ -107,11 +107,11 @@ def method_ranker(method: str, checkpoints: Mapping[str, str | Path] | None = No
     (:data:`PRESET_OF`); the others need no checkpoint.  A model that cannot be loaded here raises
     :class:`scp.errors.ModelUnavailableError`."""
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+        raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
     checkpoint = None
     if method in PRESET_OF:
         if not checkpoints or PRESET_OF[method] not in checkpoints:
-            raise ValueError(f"method {method!r} needs checkpoints[{PRESET_OF[method]!r}]")
+            raise InputError(f"method {method!r} needs checkpoints[{PRESET_OF[method]!r}]")
         checkpoint = str(checkpoints[PRESET_OF[method]])
     name = "scp" if method == "pointwise" else method
     return make_ranker(name, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
@@ -139,7 +139,7 @@ def evaluate_method(examples: Sequence, method: str, checkpoints: Mapping[str, s
         ``reason`` when the model raised :class:`scp.errors.ModelUnavailableError`.
     """
     if not examples:
-        raise ValueError("no examples to evaluate")
+        raise InputError("no examples to evaluate")
     try:
         ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed, cache_dir=cache_dir)
         result = evaluate(examples, ranker, with_title, keep_ratios, n_boot=n_boot, seed=seed)
@@ -237,7 +237,7 @@ def paired_rows(results: Mapping[str, Mapping], pairs: Iterable[tuple[str, str]]
                          "n_used": None, "verdict": "n/a"})
             continue
         if [r["id"] for r in ra["per_example"]] != [r["id"] for r in rb["per_example"]]:
-            raise ValueError(f"{a} and {b} were evaluated on different examples")
+            raise InputError(f"{a} and {b} were evaluated on different examples")
         d = paired_difference([r[metric] for r in ra["per_example"]], [r[metric] for r in rb["per_example"]],
                               n_boot=n_boot, seed=seed)
         rows.append({**row, "status": "ok", "difference": d.mean, "ci_low": d.ci_low, "ci_high": d.ci_high,

@@ -30,6 +30,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
+from .errors import InputError, MissingFileError
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 PARAMS = ROOT / "params"
@@ -91,7 +93,7 @@ def _notebook_path(name: str, notebooks_dir: Path | None = None) -> Path:
     path = Path(notebooks_dir or NOTEBOOKS) / f"{name}.ipynb"
     if not path.is_file():
         known = ", ".join(notebook_names(notebooks_dir)) or "none yet"
-        raise FileNotFoundError(f"no notebook {_show(path)} (known notebooks: {known})")
+        raise MissingFileError(f"no notebook {_show(path)} (known notebooks: {known})")
     return path
 
 
@@ -153,13 +155,13 @@ def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) 
     """The full-run parameters of a notebook from ``params/NAME.yaml``, or its ``smoke`` overrides applied on top."""
     path = Path(params_dir or PARAMS) / f"{name}.yaml"
     if not path.is_file():
-        raise FileNotFoundError(f"no parameter file {_show(path)} for notebook {name!r}")
+        raise MissingFileError(f"no parameter file {_show(path)} for notebook {name!r}")
     params = yaml.safe_load(path.read_text()) or {}
     if not isinstance(params, dict):
-        raise ValueError(f"{path} must hold a mapping of parameter names to values")
+        raise InputError(f"{path} must hold a mapping of parameter names to values")
     smoke_values = params.pop("smoke", {}) or {}
     if not isinstance(smoke_values, dict):
-        raise ValueError(f"{path}: the smoke section must be a mapping of parameter names to values")
+        raise InputError(f"{path}: the smoke section must be a mapping of parameter names to values")
     return {**params, **smoke_values} if smoke else params
 
 

@@ -26,6 +26,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from .errors import InputError, InputTypeError
 from .games import Game, ValueNetGame, all_coalitions
 
 DEFAULT_EXACT_LIMIT = 16
@@ -105,7 +106,7 @@ def resolve_seed(seed: int | None) -> int:
     if seed is None:
         return int(np.random.SeedSequence().entropy % (2**63))
     if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer or None; got {seed!r}")
+        raise InputError(f"seed must be a non-negative integer or None; got {seed!r}")
     return int(seed)
 
 
@@ -121,9 +122,9 @@ def derive_seed(seed: int, key: str) -> int:
 
 def _check_permutation_count(n_permutations: int, antithetic: bool) -> None:
     if not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
-        raise ValueError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+        raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if antithetic and n_permutations % 2:
-        raise ValueError(f"antithetic sampling pairs each permutation with its reverse: M must be even; got {n_permutations}")
+        raise InputError(f"antithetic sampling pairs each permutation with its reverse: M must be even; got {n_permutations}")
 
 
 def sample_permutations(n_players: int, n_permutations: int, seed: int | None = None,
@@ -159,13 +160,13 @@ def _std_errors(marginals: np.ndarray | torch.Tensor, antithetic: bool):
 def check_game(game) -> int:
     """The number of players of ``game``, after checking it is a game (a callable with ``n_players`` ≥ 1)."""
     if not callable(game):
-        raise TypeError(f"a game must be callable on a (k × n) boolean coalition matrix; got {type(game).__name__}")
+        raise InputTypeError(f"a game must be callable on a (k × n) boolean coalition matrix; got {type(game).__name__}")
     n = getattr(game, "n_players", None)
     if n is None:
-        raise TypeError(f"{_name(game)} has no n_players: wrap a plain function as "
+        raise InputTypeError(f"{_name(game)} has no n_players: wrap a plain function as "
                         "scp.games.FunctionGame(fn, n_players)")
     if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{_name(game)} has n_players = {n!r}: a game needs at least one player")
+        raise InputError(f"{_name(game)} has n_players = {n!r}: a game needs at least one player")
     return int(n)
 
 
@@ -177,11 +178,11 @@ def evaluate_game(game, coalitions: np.ndarray) -> np.ndarray:
     """v of each row of ``coalitions`` as float64, refusing NaN or ±inf values (they would poison every φ_i)."""
     values = np.asarray(game(coalitions), dtype=np.float64).reshape(-1)
     if values.shape[0] != coalitions.shape[0]:
-        raise ValueError(f"{_name(game)} returned {values.shape[0]} values for {coalitions.shape[0]} coalitions")
+        raise InputError(f"{_name(game)} returned {values.shape[0]} values for {coalitions.shape[0]} coalitions")
     bad = ~np.isfinite(values)
     if bad.any():
         first = np.flatnonzero(bad)[0]
-        raise ValueError(f"{_name(game)} returned non-finite values (NaN or inf) for {int(bad.sum())} of "
+        raise InputError(f"{_name(game)} returned non-finite values (NaN or inf) for {int(bad.sum())} of "
                          f"{len(values)} coalitions (first: players {np.flatnonzero(coalitions[first]).tolist()} "
                          f"-> {values[first]}); Shapley values of such a game are undefined")
     return values
@@ -193,7 +194,7 @@ def exact(game: Game, max_players: int = DEFAULT_EXACT_LIMIT, batch_size: int = 
     """Exact Shapley values by enumerating all 2^n coalitions (refused above ``max_players``)."""
     n = check_game(game)
     if n > max_players:
-        raise ValueError(f"exact Shapley needs 2^n = 2^{n} evaluations; n = {n} exceeds max_players = {max_players} "
+        raise InputError(f"exact Shapley needs 2^n = 2^{n} evaluations; n = {n} exceeds max_players = {max_players} "
                          f"(raise max_players or use monte_carlo)")
     table = np.concatenate([evaluate_game(game, all_coalitions(n)[s:s + batch_size])
                             for s in range(0, 2**n, batch_size)])
@@ -239,7 +240,7 @@ def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, 
     ``prefix`` are options of the fast path (see :func:`deepsets_shapley`).
     """
     if path not in ("auto", "generic", "fast"):
-        raise ValueError(f"path must be 'auto', 'generic' or 'fast'; got {path!r}")
+        raise InputError(f"path must be 'auto', 'generic' or 'fast'; got {path!r}")
     _check_options(control_variate, prefix)
     seed = resolve_seed(seed)
     n = check_game(game)
@@ -250,11 +251,11 @@ def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, 
         _check_permutation_count(permutations.shape[0], antithetic)
     fast = isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_layer")
     if path == "fast" and not fast:
-        raise ValueError("the fast path needs a ValueNetGame over a Deep Sets network")
+        raise InputError("the fast path needs a ValueNetGame over a Deep Sets network")
     if path != "generic" and fast:
         return _monte_carlo_valuenet(game, permutations, antithetic, seed, device, control_variate, prefix)
     if control_variate is not None:
-        raise ValueError(f"control_variate={control_variate!r} needs the fast path (a ValueNetGame over a Deep Sets "
+        raise InputError(f"control_variate={control_variate!r} needs the fast path (a ValueNetGame over a Deep Sets "
                          "network); the generic path takes any game and supports none")
     return _monte_carlo_generic(game, permutations, antithetic, seed)
 
@@ -262,9 +263,9 @@ def monte_carlo(game: Game, n_permutations: int = 50, antithetic: bool = False, 
 def _check_permutations(permutations, n: int) -> np.ndarray:
     perms = np.asarray(permutations)
     if perms.ndim != 2 or perms.shape[1] != n or perms.shape[0] < 1:
-        raise ValueError(f"permutations must be (M ≥ 1, {n}); got shape {perms.shape}")
+        raise InputError(f"permutations must be (M ≥ 1, {n}); got shape {perms.shape}")
     if not (np.sort(perms, axis=1) == np.arange(n)).all():
-        raise ValueError("every row of permutations must be a permutation of 0..n-1")
+        raise InputError("every row of permutations must be a permutation of 0..n-1")
     return perms.astype(np.int64)
 
 
@@ -318,9 +319,9 @@ def padded_permutations(n_units: Sequence[int], width: int, n_permutations: int,
 
 def _check_options(control_variate: str | None, prefix: str) -> None:
     if control_variate not in CONTROL_VARIATES:
-        raise ValueError(f"control_variate must be one of {CONTROL_VARIATES}; got {control_variate!r}")
+        raise InputError(f"control_variate must be one of {CONTROL_VARIATES}; got {control_variate!r}")
     if prefix not in PREFIX_PATHS:
-        raise ValueError(f"prefix must be one of {PREFIX_PATHS}; got {prefix!r}")
+        raise InputError(f"prefix must be one of {PREFIX_PATHS}; got {prefix!r}")
 
 
 def resolve_prefix(prefix: str, n: int) -> str:
@@ -356,15 +357,15 @@ def deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.
     _check_options(control_variate, prefix)
     n_units = mask.sum(1)
     if (n_units == 0).any():
-        raise ValueError(f"empty context: batch rows {torch.nonzero(n_units == 0).flatten().tolist()} have no valid unit")
+        raise InputError(f"empty context: batch rows {torch.nonzero(n_units == 0).flatten().tolist()} have no valid unit")
     if (mask.long().diff(dim=1) > 0).any():
-        raise ValueError("mask must be a padding mask: valid units first, padding after (no gaps)")
+        raise InputError("mask must be a padding mask: valid units first, padding after (no gaps)")
     if seed is None or isinstance(seed, (int, np.integer)):
         seeds = (resolve_seed(seed),) * b
     else:
         seeds = tuple(resolve_seed(s) for s in seed)
         if len(seeds) != b:
-            raise ValueError(f"got {len(seeds)} seeds for a batch of {b} contexts")
+            raise InputError(f"got {len(seeds)} seeds for a batch of {b} contexts")
     if permutations is None:
         _check_permutation_count(n_permutations, antithetic)
         permutations = padded_permutations(n_units.tolist(), n, n_permutations, antithetic, seeds).to(units.device)
@@ -406,7 +407,7 @@ def first_layer_shapley(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tens
     mask = torch.ones(b, n, dtype=torch.bool, device=g.device) if mask is None else mask.to(torch.bool)
     n_units = mask.sum(1)
     if permutations.ndim != 3 or permutations.shape[0] != b or permutations.shape[2] != n:
-        raise ValueError(f"permutations must be (batch, M, n) = ({b}, M, {n}); got {tuple(permutations.shape)}")
+        raise InputError(f"permutations must be (batch, M, n) = ({b}, M, {n}); got {tuple(permutations.shape)}")
     n_permutations = permutations.shape[1]
     _check_permutation_count(n_permutations, antithetic)
     _check_options(control_variate, prefix)
@@ -429,7 +430,7 @@ def first_layer_shapley(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tens
         given = position_table is not None
         c = position_table if given else _position_table(net, g, g0, mask, chunk_elements)  # (b, n, n positions)
         if c.shape != (b, n, n):
-            raise ValueError(f"position_table must be (batch, n, n) = ({b}, {n}, {n}); got {tuple(c.shape)}")
+            raise InputError(f"position_table must be (batch, n, n) = ({b}, {n}, {n}); got {tuple(c.shape)}")
         valid = mask.to(g.dtype)
         mean_c = c.sum(2) / n_units[:, None].to(g.dtype)  # (b, n): exact E over the uniform position
         at_pos = torch.gather(c[:, None].expand(b, n_permutations, n, n), 3, ranks[..., None]).squeeze(3)
@@ -553,9 +554,9 @@ def max_game_shapley(scores) -> np.ndarray:
     """
     r = np.asarray(scores, dtype=np.float64).reshape(-1)
     if r.size == 0:
-        raise ValueError("a max game needs at least one player")
+        raise InputError("a max game needs at least one player")
     if not np.isfinite(r).all():
-        raise ValueError("max-game scores must be finite")
+        raise InputError("max-game scores must be finite")
     order = np.argsort(r, kind="stable")
     sorted_r = r[order]
     increments = np.diff(sorted_r, prepend=0.0) / (r.size - np.arange(r.size))
@@ -570,10 +571,10 @@ def max_shapley(relevance, weights=None) -> np.ndarray:
     if r.ndim == 1:
         r = r[:, None]
     if r.ndim != 2:
-        raise ValueError(f"relevance must be (n_players, n_aspects); got shape {r.shape}")
+        raise InputError(f"relevance must be (n_players, n_aspects); got shape {r.shape}")
     w = np.ones(r.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != (r.shape[1],):
-        raise ValueError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
+        raise InputError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
     return np.stack([max_game_shapley(r[:, j]) for j in range(r.shape[1])], axis=1) @ w
 
 
@@ -585,5 +586,5 @@ ESTIMATORS = {"exact": exact, "monte_carlo": monte_carlo, "leave_one_out": leave
 def estimate(game: Game, method: str = "monte_carlo", **kwargs) -> ShapleyResult:
     """Estimate Shapley values of ``game`` with ``method`` in {exact, monte_carlo, leave_one_out}."""
     if method not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {method!r}; choose one of {sorted(ESTIMATORS)}")
+        raise InputError(f"unknown estimator {method!r}; choose one of {sorted(ESTIMATORS)}")
     return ESTIMATORS[method](game, **kwargs)

@@ -17,6 +17,8 @@ import re
 import sys
 from pathlib import Path
 
+from .errors import InputError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 __all__ = ["NOTEBOOKS", "CAPTIONS", "COLD_RUN", "wall_time", "run_durations", "record_cold_run", "cold_run_time",
@@ -156,7 +158,7 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
     clone = Path(clone)
     durations = {name: seconds for name, seconds in run_durations(clone / "runs").items() if name in NOTEBOOKS}
     if not durations:
-        raise ValueError(f"{clone / 'runs'} holds no executed notebook of the suite: run `make figures` there first")
+        raise InputError(f"{clone / 'runs'} holds no executed notebook of the suite: run `make figures` there first")
     record = {"notebooks": durations, "total_s": sum(durations.values()), "git": git_commit(clone),
               "cpu_count": os.cpu_count(), "note": note}
     target = root / COLD_RUN

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .games import ValueNetGame
 from .metrics import aggregate
 from .shapley import derive_seed
@@ -54,7 +55,7 @@ def float64_network(net, logit: bool = False):
     from .train import PointwiseScorer
 
     if isinstance(net, PointwiseScorer) or not hasattr(net, "rho_first_layer"):
-        raise ValueError(f"{type(net).__name__} is not a set value network (the pointwise control plays no game)")
+        raise InputError(f"{type(net).__name__} is not a set value network (the pointwise control plays no game)")
     out = copy.deepcopy(net).double().eval()
     if logit:
         out.squash = _identity  # an instance attribute shadows SetValueNet.squash
@@ -100,7 +101,7 @@ def violation_rates(net, contexts: Sequence, n_samples: int = 1000, seed: int = 
     rows = []
     for ctx in contexts:
         if ctx.n_units < 2:
-            raise ValueError(f"context {ctx.id!r} has {ctx.n_units} unit; a second difference needs 2")
+            raise InputError(f"context {ctx.id!r} has {ctx.n_units} unit; a second difference needs 2")
         ctx_seed = derive_seed(seed, ctx.key or ctx.id)
         logit_grand = float(context_game(net, ctx, logit=True).grand_value)
         for game_name in GAMES:

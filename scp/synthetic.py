@@ -19,6 +19,8 @@ from typing import Iterable, Iterator, Sequence
 from scp.data import Example
 from scp.text import split_sentences
 
+from .errors import InputError, MissingFileError
+
 # --------------------------------------------------------------------------- needle in a haystack
 
 _KEY_ADJECTIVES = """amber brisk cobalt dusky eager fabled gilded hollow ivory jaunty keen lucid
@@ -66,9 +68,9 @@ def needle_indices(n_sentences: int, depth: float, n_needles: int) -> list[int]:
     ``[0, n - 1]``.
     """
     if not 0.0 <= depth <= 1.0:
-        raise ValueError(f"depth must lie in [0, 1], not {depth}")
+        raise InputError(f"depth must lie in [0, 1], not {depth}")
     if not 1 <= n_needles <= n_sentences:
-        raise ValueError(f"need 1 <= n_needles <= n_sentences; got {n_needles} needles for {n_sentences} sentences")
+        raise InputError(f"need 1 <= n_needles <= n_sentences; got {n_needles} needles for {n_sentences} sentences")
     centre = round(depth * (n_sentences - 1))
     gap = 1 if n_needles == 1 else max(1, (n_sentences - 1) // (4 * (n_needles - 1)))
     span = (n_needles - 1) * gap
@@ -80,13 +82,13 @@ def _haystack_pool(haystack: str | os.PathLike[str] | Sequence[str], examples: S
     """(kind, candidate sentences) for a real-text haystack; sentences mentioning a magic number are dropped."""
     if isinstance(haystack, str) and haystack == "distractors":
         if not examples:
-            raise ValueError("haystack='distractors' needs examples=... (e.g. scp.data.load_dataset('hotpotqa'))")
+            raise InputError("haystack='distractors' needs examples=... (e.g. scp.data.load_dataset('hotpotqa'))")
         kind = "distractors"
         pool = [unit for ex in examples for unit, label in zip(ex.units, ex.labels) if label == 0]
     elif isinstance(haystack, (str, os.PathLike)):
         path = Path(haystack)
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingFileError(
                 f"haystack must be 'noise', 'distractors', a text file or a list of sentences; {path} is no file"
             )
         kind, pool = f"file:{path.name}", split_sentences(path.read_text(encoding="utf-8"))
@@ -147,7 +149,7 @@ def make_niah(
     else:
         kind, pool = _haystack_pool(haystack, examples)
         if len(pool) < n_fill:
-            raise ValueError(f"haystack {kind!r} has {len(pool)} usable sentences; {n_fill} are needed")
+            raise InputError(f"haystack {kind!r} has {len(pool)} usable sentences; {n_fill} are needed")
         if kind == "distractors":
             filler = rng.sample(pool, n_fill)
         else:
@@ -276,7 +278,7 @@ def paraphrases(sentence: str, n: int, seed: int = 0) -> list[str]:
     candidates += [w.format(s=_decap(base)) for base in (syn, sentence) for w in wrappers]
     out = [c for c in dict.fromkeys(candidates) if c != sentence]
     if len(out) < n:
-        raise ValueError(f"only {len(out)} distinct paraphrases of {sentence!r}; {n} requested")
+        raise InputError(f"only {len(out)} distinct paraphrases of {sentence!r}; {n} requested")
     return out[:n]
 
 
@@ -289,7 +291,7 @@ def make_redundancy(example: Example | None = None, n_copies: int = 1, seed: int
     ``example``.  ``example=None`` uses :func:`dose_protocol_example` without its hand-written copy.
     """
     if n_copies < 1:
-        raise ValueError("n_copies must be >= 1")
+        raise InputError("n_copies must be >= 1")
     base = _dose_protocol_base() if example is None else example
     rng = random.Random(seed)
     # (text, label, title, paragraph id, source index, is copy)
@@ -411,10 +413,10 @@ def inject_redundancy(example: Example, n_copies: int = 1, n_stale: int = 1, see
     unit's (or its original's) index in ``example``.  Raises ``ValueError`` for an example without support.
     """
     if n_copies < 0 or n_stale < 0:
-        raise ValueError(f"n_copies and n_stale must be ≥ 0; got {n_copies}, {n_stale}")
+        raise InputError(f"n_copies and n_stale must be ≥ 0; got {n_copies}, {n_stale}")
     support = [i for i, y in enumerate(example.labels) if y == 1]
     if not support:
-        raise ValueError(f"example {example.id!r} has no supporting unit to duplicate")
+        raise InputError(f"example {example.id!r} has no supporting unit to duplicate")
     rng = random.Random(f"{seed}:{example.id}")
     # rows: (text, label, source index, kind) with kind "orig" / "copy" / "stale"
     rows = [(u, y, i, "orig") for i, (u, y) in enumerate(zip(example.units, example.labels))]

@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
+from .errors import InputError
 from .games import Game
 
 MAX_PLAYERS = 20
@@ -37,53 +38,53 @@ def _as_table(game_or_table: GameOrTable, max_players: int = MAX_PLAYERS, what: 
     if isinstance(game_or_table, Game):
         n = int(game_or_table.n_players)
         if n > limit:
-            raise ValueError(f"{what} has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
+            raise InputError(f"{what} has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
         table = np.asarray(game_or_table.table(), dtype=np.float64).reshape(-1)
         if table.size != 2**n:
-            raise ValueError(f"{what}.table() returned {table.size} values; expected 2^{n} = {2**n}")
+            raise InputError(f"{what}.table() returned {table.size} values; expected 2^{n} = {2**n}")
     else:
         try:
             table = np.asarray(game_or_table, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{what} must be a Game or a 1-d array of 2^n values; got {type(game_or_table).__name__}") from exc
+            raise InputError(f"{what} must be a Game or a 1-d array of 2^n values; got {type(game_or_table).__name__}") from exc
         if table.ndim != 1:
-            raise ValueError(f"{what} table must be 1-d (2^n values indexed by bitmask); got shape {table.shape}")
+            raise InputError(f"{what} table must be 1-d (2^n values indexed by bitmask); got shape {table.shape}")
         n = table.size.bit_length() - 1
         if table.size < 2 or 2**n != table.size:
-            raise ValueError(f"{what} table must have length 2^n with n >= 1; got length {table.size}")
+            raise InputError(f"{what} table must have length 2^n with n >= 1; got length {table.size}")
         if n > limit:
-            raise ValueError(f"{what} table has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
+            raise InputError(f"{what} table has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
     if not np.isfinite(table).all():
-        raise ValueError(f"{what} values must be finite")
+        raise InputError(f"{what} values must be finite")
     return table, n
 
 
 def _check_int(value, name: str, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ValueError(f"{name} must be an integer; got {value!r}")
+        raise InputError(f"{name} must be an integer; got {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}; got {value}")
+        raise InputError(f"{name} must be >= {minimum}; got {value}")
     return value
 
 
 def _check_real(value, name: str, *, positive: bool = False, nonnegative: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise ValueError(f"{name} must be a real number; got {value!r}")
+        raise InputError(f"{name} must be a real number; got {value!r}")
     value = float(value)
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite; got {value}")
+        raise InputError(f"{name} must be finite; got {value}")
     if positive and value <= 0:
-        raise ValueError(f"{name} must be > 0; got {value}")
+        raise InputError(f"{name} must be > 0; got {value}")
     if nonnegative and value < 0:
-        raise ValueError(f"{name} must be >= 0; got {value}")
+        raise InputError(f"{name} must be >= 0; got {value}")
     return value
 
 
 def _check_delta(delta) -> float:
     delta = _check_real(delta, "delta")
     if not 0.0 < delta < 1.0:
-        raise ValueError(f"delta (failure probability) must lie in (0, 1); got {delta}")
+        raise InputError(f"delta (failure probability) must lie in (0, 1); got {delta}")
     return delta
 
 
@@ -91,11 +92,11 @@ def _check_allocation(allocation, n: int) -> np.ndarray:
     try:
         x = np.asarray(allocation, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"allocation must be a 1-d array of {n} numbers") from exc
+        raise InputError(f"allocation must be a 1-d array of {n} numbers") from exc
     if x.shape != (n,):
-        raise ValueError(f"allocation must have shape ({n},) for an {n}-player game; got {x.shape}")
+        raise InputError(f"allocation must have shape ({n},) for an {n}-player game; got {x.shape}")
     if not np.isfinite(x).all():
-        raise ValueError("allocation must be finite")
+        raise InputError("allocation must be finite")
     return x
 
 
@@ -117,9 +118,9 @@ def _mask_of(players: Iterable[int], n_players: int, name: str = "set") -> int:
     mask = 0
     for p in players:
         if isinstance(p, bool) or not isinstance(p, Integral):
-            raise ValueError(f"{name} must contain integer player indices; got {p!r}")
+            raise InputError(f"{name} must contain integer player indices; got {p!r}")
         if not 0 <= int(p) < n_players:
-            raise ValueError(f"{name} contains player {p}, outside 0..{n_players - 1}")
+            raise InputError(f"{name} contains player {p}, outside 0..{n_players - 1}")
         mask |= 1 << int(p)
     return mask
 
@@ -166,7 +167,7 @@ def sample_size(bound_B: float, n_players: int, target_error: float, delta: floa
     d = _check_delta(delta)
     eps = _check_real(eps_approx, "eps_approx", nonnegative=True)
     if target <= 2.0 * eps:
-        raise ValueError(
+        raise InputError(
             f"target_error = {target} must exceed 2·eps_approx = {2.0 * eps}: the value network's approximation "
             "error alone reaches that, no number of permutations can do better"
         )
@@ -190,7 +191,7 @@ def topk_sample_size(bound_B: float, n_players: int, gap_K: float, delta: float,
     gap = _check_real(gap_K, "gap_K", positive=True)
     eps = _check_real(eps_approx, "eps_approx", nonnegative=True)
     if gap <= 4.0 * eps:
-        raise ValueError(
+        raise InputError(
             f"gap_K = {gap} must exceed 4·eps_approx = {4.0 * eps}: with that approximation error the Top-K set "
             "cannot be certified by any number of permutations"
         )
@@ -201,12 +202,12 @@ def topk_gap(values, k: int) -> float:
     """Δ_K = φ_(K) − φ_(K+1): the gap between the K-th and (K+1)-th largest values (≥ 0)."""
     v = np.asarray(values, dtype=np.float64)
     if v.ndim != 1 or v.size < 2:
-        raise ValueError(f"values must be a 1-d array of at least 2 numbers; got shape {v.shape}")
+        raise InputError(f"values must be a 1-d array of at least 2 numbers; got shape {v.shape}")
     if not np.isfinite(v).all():
-        raise ValueError("values must be finite")
+        raise InputError("values must be finite")
     k = _check_int(k, "k", minimum=1)
     if k >= v.size:
-        raise ValueError(f"k must satisfy 1 <= k < n = {v.size} (the (K+1)-th value must exist); got {k}")
+        raise InputError(f"k must satisfy 1 <= k < n = {v.size} (the (K+1)-th value must exist); got {k}")
     s = np.sort(v)[::-1]
     return float(s[k - 1] - s[k])
 
@@ -377,12 +378,12 @@ def supermodularity_violation_rate(
     (ConvexDeepSets) network with an unconstrained one; for float32 networks pass a tol at float32 resolution.
     """
     if not callable(value_fn):
-        raise ValueError(f"value_fn must be callable on a (k, n) boolean coalition matrix; got {type(value_fn).__name__}")
+        raise InputError(f"value_fn must be callable on a (k, n) boolean coalition matrix; got {type(value_fn).__name__}")
     n = _check_int(n_players, "n_players", minimum=2)
     k = _check_int(n_samples, "n_samples", minimum=1)
     tol = _check_real(tol, "tol", nonnegative=True)
     if isinstance(value_fn, Game) and value_fn.n_players != n:
-        raise ValueError(f"n_players = {n} but the game has {value_fn.n_players} players")
+        raise InputError(f"n_players = {n} but the game has {value_fn.n_players} players")
     rng = np.random.default_rng(seed)
     perm = np.argsort(rng.random((k, n)), axis=1)  # a random order of the players per sample
     pos = np.argsort(perm, axis=1)  # pos[r, p] = position of player p in that order
@@ -398,9 +399,9 @@ def supermodularity_violation_rate(
         out = out.detach().cpu().numpy()
     vals = np.asarray(out, dtype=np.float64).reshape(-1)
     if vals.size != 4 * k:
-        raise ValueError(f"value_fn returned {vals.size} values for {4 * k} coalitions")
+        raise InputError(f"value_fn returned {vals.size} values for {4 * k} coalitions")
     if not np.isfinite(vals).all():
-        raise ValueError("value_fn returned non-finite values")
+        raise InputError("value_fn returned non-finite values")
     second = vals[:k] - vals[k:2 * k] - vals[2 * k:3 * k] + vals[3 * k:]
     bad = int(np.count_nonzero(second < -tol))
     return SupermodularityRate(rate=bad / k, n_violations=bad, n_samples=k, max_violation=float(max(0.0, -second.min())))
@@ -479,14 +480,14 @@ def laminar_family(sets: Iterable[Iterable[int]], n_players: int) -> list[tuple[
     """
     n = _check_int(n_players, "n_players", minimum=1)
     if isinstance(sets, (str, bytes)):
-        raise ValueError("sets must be an iterable of player collections")
+        raise InputError("sets must be an iterable of player collections")
     masks = []
     for s in sets:
         if isinstance(s, (str, bytes)) or not isinstance(s, Iterable):
-            raise ValueError(f"each set must be an iterable of player indices; got {s!r}")
+            raise InputError(f"each set must be an iterable of player indices; got {s!r}")
         m = _mask_of(s, n)
         if m == 0:
-            raise ValueError("sets must be non-empty")
+            raise InputError("sets must be non-empty")
         masks.append(m)
     return [_players(m) for m in _laminar_masks(masks)]
 
@@ -558,23 +559,23 @@ def context_tree(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, m
 
 def _check_partition(blocks, n: int) -> list[int]:
     if isinstance(blocks, (str, bytes)) or not isinstance(blocks, Iterable):
-        raise ValueError("blocks must be an iterable of player collections")
+        raise InputError("blocks must be an iterable of player collections")
     masks, seen = [], 0
     for b in blocks:
         if isinstance(b, (str, bytes)) or not isinstance(b, Iterable):
-            raise ValueError(f"each block must be an iterable of player indices; got {b!r}")
+            raise InputError(f"each block must be an iterable of player indices; got {b!r}")
         b = list(b)
         m = _mask_of(b, n, "block")
         if m == 0:
-            raise ValueError("blocks must be non-empty")
+            raise InputError("blocks must be non-empty")
         if len(b) != m.bit_count():
-            raise ValueError(f"block {b} repeats a player")
+            raise InputError(f"block {b} repeats a player")
         if m & seen:
-            raise ValueError(f"blocks must be disjoint; players {_players(m & seen)} appear in two blocks")
+            raise InputError(f"blocks must be disjoint; players {_players(m & seen)} appear in two blocks")
         seen |= m
         masks.append(m)
     if seen != (1 << n) - 1:
-        raise ValueError(f"blocks must cover all players 0..{n - 1}; missing {_players(((1 << n) - 1) & ~seen)}")
+        raise InputError(f"blocks must cover all players 0..{n - 1}; missing {_players(((1 << n) - 1) & ~seen)}")
     return masks
 
 

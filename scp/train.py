@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .errors import InputError
 from . import checkpoint
 from .coalition_targets import batch_targets, check_targets
 from .context_net import ContextDeepSets, ContextEncoder
@@ -123,7 +124,7 @@ class TrainConfig:
         if not 0 <= self.dropout < 1:
             problems.append(f"dropout must be in [0, 1), got {self.dropout}")
         if problems:
-            raise ValueError("bad training config: " + "; ".join(problems))
+            raise InputError("bad training config: " + "; ".join(problems))
 
     @property
     def with_title(self) -> bool:
@@ -155,7 +156,7 @@ SHIPPED_PRESET = "structure"  # the recipe of models/scp-hotpotqa-best.pt
 
 def config_from_preset(preset: str = "paper", **overrides) -> TrainConfig:
     if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+        raise InputError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
     return TrainConfig(**{**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}})
 
 
@@ -223,7 +224,7 @@ def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch
     n_pairs = pairs.sum((1, 2))
     valid = n_pairs > 0
     if not valid.any():
-        raise ValueError("no (positive, negative) pair in the batch: every context needs both kinds of unit")
+        raise InputError("no (positive, negative) pair in the batch: every context needs both kinds of unit")
     return (hinge.sum((1, 2))[valid] / n_pairs[valid]).mean()
 
 
@@ -255,9 +256,9 @@ def load_checkpoint(path: str | os.PathLike, embedder_id: str | None = None, emb
     """
     ckpt = checkpoint.load(path, CHECKPOINT_FORMAT)
     if embedder_id is not None and embedder_id != ckpt["embedder_id"]:
-        raise ValueError(f"checkpoint {path} was trained on embedder {ckpt['embedder_id']!r}, not {embedder_id!r}")
+        raise InputError(f"checkpoint {path} was trained on embedder {ckpt['embedder_id']!r}, not {embedder_id!r}")
     if embed_dim is not None and embed_dim != ckpt["embed_dim"]:
-        raise ValueError(f"checkpoint {path} expects {ckpt['embed_dim']}-d embeddings, got {embed_dim}-d")
+        raise InputError(f"checkpoint {path} expects {ckpt['embed_dim']}-d embeddings, got {embed_dim}-d")
     config = TrainConfig(**ckpt["config"])
     model = build_model(config, ckpt["embed_dim"])
     model.load_state_dict(ckpt["weights"])
@@ -337,10 +338,10 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
     out_dir = Path(out_dir)
     train_contexts = [c for c in train_contexts if has_pairs(c)]
     if not train_contexts:
-        raise ValueError("no training context has both a positive and a negative unit")
+        raise InputError("no training context has both a positive and a negative unit")
     val_contexts = [c for c in val_contexts if has_pairs(c)]
     if not val_contexts:
-        raise ValueError("no validation context has both a positive and a negative unit")
+        raise InputError("no validation context has both a positive and a negative unit")
     embed_dim = train_contexts[0].units.shape[1]
     torch.manual_seed(config.seed)
     device = torch.device(device) if device is not None else default_device()
@@ -357,10 +358,10 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
     last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
     if resume:
         if not last_path.is_file():
-            raise ValueError(f"cannot resume: no checkpoint {last_path} (drop --resume to start a new run there)")
+            raise InputError(f"cannot resume: no checkpoint {last_path} (drop --resume to start a new run there)")
         state = checkpoint.load(last_path, CHECKPOINT_FORMAT)
         if not same_config(state["config"], config) or state["data_hash"] != meta["data_hash"]:
-            raise ValueError(f"cannot resume from {last_path}: it was written for another config or other data")
+            raise InputError(f"cannot resume from {last_path}: it was written for another config or other data")
         model.load_state_dict(state["weights"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])

@@ -17,6 +17,8 @@ import math
 import torch
 from torch import nn
 
+from .errors import InputError
+
 QUERY_MODES = ("member", "product", "concat", "product_concat")
 OUTPUTS = ("sigmoid", "clip")
 
@@ -25,28 +27,28 @@ def check_inputs(units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | 
                  extra: torch.Tensor | None, embed_dim: int | None = None, n_extra: int | None = None) -> None:
     """Raise a clear error for malformed value-network inputs."""
     if units.ndim != 3:
-        raise ValueError(f"units must be (batch, n_units, dim); got shape {tuple(units.shape)}")
+        raise InputError(f"units must be (batch, n_units, dim); got shape {tuple(units.shape)}")
     b, n, d = units.shape
     if n == 0:
-        raise ValueError("empty context: a value network needs at least one unit")
+        raise InputError("empty context: a value network needs at least one unit")
     if embed_dim is not None and d != embed_dim:
-        raise ValueError(f"unit embeddings have dimension {d}, the network expects {embed_dim}")
+        raise InputError(f"unit embeddings have dimension {d}, the network expects {embed_dim}")
     if query.shape != (b, d):
-        raise ValueError(f"query must be (batch, dim) = ({b}, {d}); got {tuple(query.shape)}")
+        raise InputError(f"query must be (batch, dim) = ({b}, {d}); got {tuple(query.shape)}")
     if not torch.isfinite(units).all():
-        raise ValueError("unit embeddings contain NaN or inf")
+        raise InputError("unit embeddings contain NaN or inf")
     if not torch.isfinite(query).all():
-        raise ValueError("query embedding contains NaN or inf")
+        raise InputError("query embedding contains NaN or inf")
     if mask is not None and mask.shape != (b, n):
-        raise ValueError(f"mask must be (batch, n_units) = ({b}, {n}); got {tuple(mask.shape)}")
+        raise InputError(f"mask must be (batch, n_units) = ({b}, {n}); got {tuple(mask.shape)}")
     if extra is not None:
         if extra.ndim != 3 or extra.shape[:2] != (b, n):
-            raise ValueError(f"extra features must be (batch, n_units, n_extra); got {tuple(extra.shape)}")
+            raise InputError(f"extra features must be (batch, n_units, n_extra); got {tuple(extra.shape)}")
         if not torch.isfinite(extra).all():
-            raise ValueError("extra unit features contain NaN or inf")
+            raise InputError("extra unit features contain NaN or inf")
     e = 0 if extra is None else extra.shape[2]
     if n_extra is not None and e != n_extra:
-        raise ValueError(f"the network expects {n_extra} extra features per unit; got {e}")
+        raise InputError(f"the network expects {n_extra} extra features per unit; got {e}")
 
 
 def mlp(sizes: list[int], dropout: float, layer_norm: bool = True) -> nn.Sequential:
@@ -67,13 +69,13 @@ class SetValueNet(nn.Module):
     def __init__(self, embed_dim: int, query_mode: str, n_extra: int, bound: float, output: str = "sigmoid"):
         super().__init__()
         if output not in OUTPUTS:
-            raise ValueError(f"unknown output {output!r}; choose one of {OUTPUTS}")
+            raise InputError(f"unknown output {output!r}; choose one of {OUTPUTS}")
         if query_mode not in QUERY_MODES:
-            raise ValueError(f"unknown query_mode {query_mode!r}; choose one of {QUERY_MODES}")
+            raise InputError(f"unknown query_mode {query_mode!r}; choose one of {QUERY_MODES}")
         if embed_dim < 1 or n_extra < 0:
-            raise ValueError(f"embed_dim must be ≥ 1 and n_extra ≥ 0; got {embed_dim}, {n_extra}")
+            raise InputError(f"embed_dim must be ≥ 1 and n_extra ≥ 0; got {embed_dim}, {n_extra}")
         if not (bound > 0 and math.isfinite(bound)):
-            raise ValueError(f"bound B must be a positive finite number; got {bound}")
+            raise InputError(f"bound B must be a positive finite number; got {bound}")
         self.embed_dim, self.query_mode, self.n_extra, self.bound = embed_dim, query_mode, n_extra, float(bound)
         self.output = output
 
@@ -98,13 +100,13 @@ class SetValueNet(nn.Module):
         h = self.unit_psi(units, query, extra, mask)
         if self.query_mode == "member":
             if self.n_extra:
-                raise ValueError("member mode takes no extra per-unit features (the query has none)")
+                raise InputError("member mode takes no extra per-unit features (the query has none)")
             base = self.psi(query)
         else:
             base = h.new_zeros(h.shape[0], h.shape[-1])
         if not (torch.isfinite(h).all() and torch.isfinite(base).all()):
             scale = max(units.detach().abs().max().item(), query.detach().abs().max().item())
-            raise ValueError(f"the value network overflowed: ψ is not finite for inputs of magnitude up to {scale:.3g} "
+            raise InputError(f"the value network overflowed: ψ is not finite for inputs of magnitude up to {scale:.3g} "
                              f"in {h.dtype}; embeddings must be on the scale the network was trained on (e.g. unit norm)")
         return h, base
 
