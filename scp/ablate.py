@@ -15,9 +15,8 @@ import json
 from pathlib import Path
 
 from .errors import InputError
-from . import checkpoint
 from .evaluate import run_eval, write_json
-from .train import config_from_preset, run
+from .train import config_from_preset, read_checkpoint, run
 
 TEST_DATASET = "hotpotqa"
 ALL_DATASETS = ("hotpotqa", "2wiki", "musique", "msmarco", "fever")
@@ -67,7 +66,7 @@ def run_row(name: str, preset: str, overrides: dict, out: Path) -> dict:
     trained = run(config, out / "runs" / name, progress=False)
     result = run_eval(TEST_DATASET, "scp", split="test", checkpoint=str(trained.best_path),
                       out=str(out / "evals" / f"{name}.json"))
-    n_params = checkpoint.load(trained.best_path)["n_params"]
+    n_params = read_checkpoint(trained.best_path, ("n_params",))["n_params"]
     return summarize(name, result, preset=preset, overrides=json.dumps(overrides, default=list), n_params=n_params,
                      train_seconds=round(trained.seconds, 1), best_val_auc=trained.best_val_auc)
 

@@ -51,7 +51,7 @@ from .shapley import deepsets_shapley, exact, monte_carlo, naive_monte_carlo, re
 from .value_net import DeepSetsValue
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKPOINT = ROOT / "models" / "scp-hotpotqa-best.pt"
+CHECKPOINT = ROOT / "models" / "scp-hotpotqa-best.safetensors"
 RESULTS = Path("results/bench")
 FIGURES = Path("figures/bench")
 DOC = Path("BENCHMARKS.md")
@@ -324,7 +324,7 @@ def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS)
         rows.append({"method": name, "seconds_per_context": spread([t / per_context for t in times[name]]),
                      **accuracy_row(outs, list(refs), n)})
     result = {"env": environment(device, quick), "n": n, "m": m, "budget": budget_of(n, m), "contexts": n_contexts,
-              "model": "shipped (models/scp-hotpotqa-best.pt)", "m_ref": m_ref,
+              "model": "shipped (models/scp-hotpotqa-best.safetensors)", "m_ref": m_ref,
               "reference_rms_se": float(np.mean(ref_se)), "rows": rows, "failed": failures}
     write_json(result, "estimator_gpu.json" if device.startswith("cuda") else "estimator.json", out_dir)
     print(format_estimator(result))
@@ -383,7 +383,7 @@ def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FI
                     alive.remove(name)
             print(f"n = {n}, M = {m}: done", flush=True)
     ratios = {n: time_to_rmse_ratios(curves[n]) for n in curves}
-    result = {"env": environment("cpu", quick), "model": "shipped (models/scp-hotpotqa-best.pt)",
+    result = {"env": environment("cpu", quick), "model": "shipped (models/scp-hotpotqa-best.safetensors)",
               "contexts_per_n": n_contexts, "repeats": repeats, "m_ref": m_ref, "reference_rms_se": refs_se,
               "time_cap_s": cap, "curves": {str(n): c for n, c in curves.items()}, "failed": failures,
               "ratios": {str(n): r for n, r in ratios.items()}}

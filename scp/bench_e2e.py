@@ -34,7 +34,7 @@ import torch
 
 from .errors import InputError
 
-CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.pt"
+CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.safetensors"
 DEFAULT_OUT = "results/bench/endtoend.json"
 M = 50  # Monte-Carlo permutations, the default of ShapleyPruner and `scp prune`
 

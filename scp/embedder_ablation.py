@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import InputError
-from . import checkpoint
 from .embed import CachedEmbedder, Embedder, TfidfSVDEmbedder, get_embedder
-from .train import (CHECKPOINT_FORMAT, TrainConfig, config_from_preset, ids_hash, prepare, run_name,
+from .train import (TrainConfig, config_from_preset, ids_hash, prepare, read_checkpoint, run_name,
                     split_examples_for, train, train_or_load)
 
 __all__ = ["EmbedderRun", "TFIDF", "embedding_seconds", "fit_tfidf", "tfidf_config_name", "train_with_embedder",
@@ -44,9 +43,9 @@ class EmbedderRun:
     Attributes:
         name: the embedder's name (``minilm``, ``glove``, ``wordllama``, ``tfidf``, ``random``, …).
         config: the training configuration.
-        checkpoint: path of ``best.pt``.
+        checkpoint: path of ``best.safetensors``.
         embedder: the embedder to score with (cached on disk, except TF-IDF, which is fitted in memory).
-        train_seconds: training time of the whole run (every epoch, without embedding), from ``last.pt``.
+        train_seconds: training time of the whole run (every epoch, without embedding), from ``last.safetensors``.
         n_params: parameters of the value network.
     """
 
@@ -81,17 +80,17 @@ def fit_tfidf(config: TrainConfig, dim: int = 256, seed: int = 0) -> TfidfSVDEmb
 
 
 def training_seconds(best_path: str | Path) -> float:
-    """Training seconds of the run that wrote ``best_path`` (all epochs, from the ``last.pt`` beside it)."""
-    return float(checkpoint.load(Path(best_path).parent / "last.pt", CHECKPOINT_FORMAT)["seconds"])
+    """Training seconds of the run that wrote ``best_path`` (all epochs, from the ``last.safetensors`` beside it)."""
+    return float(read_checkpoint(Path(best_path).parent / "last.safetensors", ("seconds",))["seconds"])
 
 
 def _train_tfidf(config: TrainConfig, embedder: Embedder, root: Path, progress: bool) -> Path:
     out = root / run_name(config)
-    last, best = out / "last.pt", out / "best.pt"
+    last, best = out / "last.safetensors", out / "best.safetensors"
     ids = [ex.id for ex in split_examples_for(config)[0]]
     resume = False
     if last.is_file():
-        state = checkpoint.load(last, CHECKPOINT_FORMAT)
+        state = read_checkpoint(last, ("config", "data_hash", "embedder_id", "epoch"))
         resume = (state["config"] == dataclasses.asdict(config) and state["data_hash"] == ids_hash(ids)
                   and state["embedder_id"] == embedder.id)
         if resume and state["epoch"] == config.epochs and best.is_file():
@@ -130,7 +129,7 @@ def train_with_embedder(name: str, root: str | Path, preset: str = "best", tfidf
         config = config_from_preset(preset, embedder=name, **overrides)
         best = train_or_load(config, root, progress=progress, cache_dir=cache_dir)
         embedder = CachedEmbedder(get_embedder(name), cache_dir)
-    n_params = int(checkpoint.load(best, CHECKPOINT_FORMAT)["n_params"])
+    n_params = int(read_checkpoint(best, ("n_params",))["n_params"])
     return EmbedderRun(name, config, Path(best), embedder, training_seconds(best), n_params)
 
 

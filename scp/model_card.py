@@ -1,8 +1,9 @@
-"""What a trained value network is, how it trained and how it scores: one card per ``best.pt``.
+"""What a trained value network is, how it trained and how it scores: one card per ``best.safetensors``.
 
-A run of :func:`scp.train.train` (or :func:`scp.train.train_or_load`) leaves ``best.pt`` (the weights of the epoch
-with the highest validation AUC) beside ``last.pt`` (the state after the last epoch).  Both carry the training
-``history``, but ``best.pt`` only up to its own epoch, so the learning curve is read from ``last.pt``.
+A run of :func:`scp.train.train` (or :func:`scp.train.train_or_load`) leaves ``best.safetensors`` (the weights of
+the epoch with the highest validation AUC) beside ``last.safetensors`` (the state after the last epoch).  Both carry
+the training ``history``, but ``best.safetensors`` only up to its own epoch, so the learning curve is read from
+``last.safetensors``.
 
 - :func:`training_history`: one row per epoch (training loss, validation AUC and its bootstrap CI, seconds).
 - :func:`model_card`: parameter count, training seconds, best validation AUC and epoch, and the config.
@@ -19,18 +20,17 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .errors import MissingFileError
-from . import checkpoint
-from .train import CHECKPOINT_FORMAT
+from .train import MODEL_ENTRIES, read_checkpoint
 
 __all__ = ["model_card", "evaluate_checkpoint", "training_history"]
 
 
 def _last_path(best_path) -> Path:
     best = Path(best_path)
-    last = best.with_name("last.pt")
+    last = best.with_name("last.safetensors")
     if not last.is_file():
         raise MissingFileError(f"no {last.name} beside {best}: the learning curve is read from the last epoch's "
-                                "checkpoint that scp.train writes next to best.pt")
+                                "checkpoint that scp.train writes next to best.safetensors")
     return last
 
 
@@ -38,13 +38,14 @@ def training_history(best_path) -> list[dict[str, Any]]:
     """The learning curve of the run that wrote ``best_path``, one row per epoch.
 
     Args:
-        best_path: a ``best.pt`` written by :func:`scp.train.train` (``last.pt`` must lie beside it).
+        best_path: a ``best.safetensors`` written by :func:`scp.train.train` (``last.safetensors`` must lie beside
+            it).
 
     Returns:
         ``[{"epoch", "train_loss", "val_auc", "val_auc_ci_low", "val_auc_ci_high", "seconds"}, …]``, ``seconds``
         cumulative since the start of training, for every epoch run so far.
     """
-    state = checkpoint.load(_last_path(best_path), CHECKPOINT_FORMAT)
+    state = read_checkpoint(_last_path(best_path), ("history",))
     return [{"epoch": h["epoch"], "train_loss": h["train_loss"], "val_auc": h["val_auc"],
              "val_auc_ci_low": h["val_auc_ci"][0], "val_auc_ci_high": h["val_auc_ci"][1], "seconds": h["seconds"]}
             for h in state["history"]]
@@ -54,15 +55,16 @@ def model_card(best_path) -> dict[str, Any]:
     """Size, training cost and validation score of a trained network.
 
     Args:
-        best_path: a ``best.pt`` written by :func:`scp.train.train` (``last.pt`` must lie beside it).
+        best_path: a ``best.safetensors`` written by :func:`scp.train.train` (``last.safetensors`` must lie beside
+            it).
 
     Returns:
         ``{"model", "n_params", "epochs", "best_epoch", "train_seconds", "best_val_auc", "best_val_auc_ci_low",
         "best_val_auc_ci_high", "n_train", "n_val", "config"}``; ``config`` is the :class:`scp.train.TrainConfig`
         as a dict and ``train_seconds`` the wall time of all epochs (validation included).
     """
-    best = checkpoint.load(best_path, CHECKPOINT_FORMAT)
-    last = checkpoint.load(_last_path(best_path), CHECKPOINT_FORMAT)
+    best = read_checkpoint(best_path, MODEL_ENTRIES + ("n_params", "epoch", "val_metrics", "n_train", "n_val"))
+    last = read_checkpoint(_last_path(best_path), ("epoch", "seconds"))
     val = best["val_metrics"]
     return {"model": best["config"]["model"], "n_params": int(best["n_params"]), "epochs": int(last["epoch"]),
             "best_epoch": int(best["epoch"]), "train_seconds": float(last["seconds"]),
@@ -91,7 +93,7 @@ def evaluate_checkpoint(best_path, examples: Sequence, n_permutations: int = 50,
     from .evaluate import evaluate, make_ranker
     from .train import TrainConfig
 
-    config = TrainConfig(**checkpoint.load(best_path, CHECKPOINT_FORMAT)["config"])
+    config = TrainConfig(**read_checkpoint(best_path, MODEL_ENTRIES)["config"])
     ranker = make_ranker("scp", str(best_path), cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
     return evaluate(list(examples), ranker, config.with_title, keep_ratios, n_boot=n_boot, seed=seed)
 

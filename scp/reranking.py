@@ -93,7 +93,7 @@ def train_checkpoints(datasets: Iterable[str], presets: Iterable[str], root, ove
         cache_dir: embedding cache (``None``: ``$SCP_CACHE_DIR``).
 
     Returns:
-        ``{(preset, dataset): path of best.pt}``.
+        ``{(preset, dataset): path of best.safetensors}``.
     """
     return {(p, d): train_or_load(per_dataset_config(p, d, **dict(overrides or {})), root, cache_dir=cache_dir)
             for d in datasets for p in presets}

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .devices import resolve_device
 from .errors import InputError
 from . import checkpoint
 from .coalition_targets import batch_targets, check_targets
@@ -37,7 +38,7 @@ from .value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue, SetValueNet, 
 MODELS = ("deepsets", "convex", "pointwise", "context", "context-pointwise")
 POINTWISE = ("pointwise", "context-pointwise")
 EMBEDDERS = ("minilm", "glove", "wordllama", "random", "bert-base")
-CHECKPOINT_FORMAT = "scp-checkpoint-v2"  # v2: content checksum verified on load (scp.checkpoint)
+CHECKPOINT_FORMAT = "scp-checkpoint-v2"  # v2: content checksum verified on load; a safetensors file (scp.checkpoint)
 
 
 @dataclass
@@ -81,9 +82,21 @@ class TrainConfig:
     shapley_weight: float = 1.0  # weight of the Shapley margin loss (0: coalitions only)
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # NumPy scalars (a seed from np.arange) become Python values
+            if isinstance(getattr(self, f.name), np.generic):
+                setattr(self, f.name, getattr(self, f.name).item())
+        wrong = [f"{f.name} must be of type {f.type}, not {getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                 if not _config_value_ok(getattr(self, f.name), str(f.type))]
+        if wrong:  # before any comparison, which would raise a TypeError of its own
+            raise InputError("bad training config: " + "; ".join(wrong))
         self.datasets, self.features = tuple(self.datasets), check_features(self.features)
         self.set_targets = check_targets(self.set_targets)
         problems = []
+        for name in ("max_train_examples", "max_val_examples"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                problems.append(f"{name} must be an integer ≥ 1 or None, got {getattr(self, name)!r}")
+        if self.seed < 0:
+            problems.append(f"seed must be an integer ≥ 0, got {self.seed}")
         if not self.datasets:
             problems.append("datasets is empty")
         if self.unit_repr not in ("sentence", "title"):
@@ -121,6 +134,9 @@ class TrainConfig:
             problems.append("antithetic sampling needs even n_permutations and eval_permutations")
         if not self.margin > 0 or not self.lr > 0 or self.weight_decay < 0 or not 0 <= self.warmup < 1:
             problems.append("need margin > 0, lr > 0, weight_decay ≥ 0 and 0 ≤ warmup < 1")
+        elif not all(math.isfinite(getattr(self, name)) for name in ("margin", "lr", "weight_decay")):
+            problems.append(f"margin, lr and weight_decay must be finite; got margin={self.margin}, lr={self.lr}, "
+                            f"weight_decay={self.weight_decay}")
         if not 0 <= self.dropout < 1:
             problems.append(f"dropout must be in [0, 1), got {self.dropout}")
         if problems:
@@ -135,28 +151,37 @@ PRESETS: dict[str, dict] = {
     # the paper's network: 3.03M parameters, query as a set member, bare sentences, ε = 0.15
     "paper": {},
     # the Deep Sets recipe notebooks 01–12 train, shipped until notebook 13 chose "structure" (kept as
-    # models/scp-hotpotqa-deepsets.pt; chosen on HotpotQA validation AUC in results/ablations): "Title: sentence" units,
-    # ψ input [s⊙q, s, cos, BM25-z], a small network, a linear skip path beside ρ's MLP, margin 0.05 (Shapley
+    # models/scp-hotpotqa-deepsets.safetensors; chosen on HotpotQA validation AUC in results/ablations):
+    # "Title: sentence" units, ψ input [s⊙q, s, cos, BM25-z], a small network, a linear skip path beside ρ's MLP,
+    # margin 0.05 (Shapley
     # values of ~40 units share v(N) − v(∅) ≤ B = 1, so ε = 0.15 asks for a large share per positive)
     "best": dict(unit_repr="title", query_mode="product_concat", features=("cos", "bm25z"), hidden=256, latent=128,
                  skip=True, margin=0.05, epochs=6, n_permutations=20),
     # the pointwise control: the same inputs and loss, one unit at a time (no set, no Shapley)
     "pointwise": dict(unit_repr="title", model="pointwise", query_mode="product_concat", features=("cos", "bm25z"),
                       hidden=256, latent=128, margin=0.05, epochs=6),
-    # the shipped set model (models/scp-hotpotqa-best.pt, chosen on validation AUC over 3 seeds in notebook 13):
+    # the shipped set model (models/scp-hotpotqa-best.safetensors, chosen on validation AUC over 3 seeds in
+    # notebook 13):
     # "best" plus the structural features only the whole context can give
     "structure": dict(unit_repr="title", query_mode="product_concat", features=("cos", "bm25z", *STRUCTURAL),
                       hidden=256, latent=128, skip=True, margin=0.05, epochs=6, n_permutations=20),
-    # its matched control (models/pointwise-hotpotqa-best.pt)
+    # its matched control (models/pointwise-hotpotqa-best.safetensors)
     "structure-pointwise": dict(unit_repr="title", model="pointwise", query_mode="product_concat",
                                 features=("cos", "bm25z", *STRUCTURAL), hidden=256, latent=128, margin=0.05, epochs=6),
 }
-SHIPPED_PRESET = "structure"  # the recipe of models/scp-hotpotqa-best.pt
+SHIPPED_PRESET = "structure"  # the recipe of models/scp-hotpotqa-best.safetensors
 
 
 def config_from_preset(preset: str = "paper", **overrides) -> TrainConfig:
-    if preset not in PRESETS:
+    """The config of ``preset`` with ``overrides`` (``None`` values left out); an unknown preset or setting, or a
+    value of the wrong type, raises :class:`~scp.errors.InputError`."""
+    if not isinstance(preset, str) or preset not in PRESETS:
         raise InputError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = [k for k in overrides if k not in fields]
+    if unknown:
+        raise InputError(f"unknown training setting(s) {', '.join(map(repr, unknown))}; TrainConfig has "
+                         f"{', '.join(fields)}")
     return TrainConfig(**{**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}})
 
 
@@ -249,20 +274,156 @@ def ids_hash(ids: Sequence[str]) -> str:
 
 
 def load_checkpoint(path: str | os.PathLike, embedder_id: str | None = None, embed_dim: int | None = None):
-    """(model in eval mode, TrainConfig, checkpoint dict), after verifying the file's content checksum.
+    """(model in eval mode, TrainConfig, checkpoint dict), after verifying the file's checksums and structure.
 
-    An unreadable, altered or foreign file is a :class:`scp.checkpoint.CheckpointError`; a mismatched
-    embedder or dimension is a ValueError.
+    An unreadable, altered or foreign file, or one whose entries, config or weights do not fit (a missing entry,
+    an unknown setting, a wrong type, a weight of another name or shape, NaN weights) is a
+    :class:`scp.checkpoint.CheckpointError`; a mismatched embedder or dimension is an :class:`InputError`.
     """
-    ckpt = checkpoint.load(path, CHECKPOINT_FORMAT)
+    ckpt = read_checkpoint(path, MODEL_ENTRIES)
     if embedder_id is not None and embedder_id != ckpt["embedder_id"]:
         raise InputError(f"checkpoint {path} was trained on embedder {ckpt['embedder_id']!r}, not {embedder_id!r}")
     if embed_dim is not None and embed_dim != ckpt["embed_dim"]:
         raise InputError(f"checkpoint {path} expects {ckpt['embed_dim']}-d embeddings, got {embed_dim}-d")
     config = TrainConfig(**ckpt["config"])
     model = build_model(config, ckpt["embed_dim"])
-    model.load_state_dict(ckpt["weights"])
+    load_weights(model, ckpt["weights"], path)
     return model.eval(), config, ckpt
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_ci(value) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)
+
+
+def _is_history(value) -> bool:
+    row = {"epoch": _is_int, "train_loss": _is_number, "val_auc": _is_number, "val_auc_ci": _is_ci,
+           "seconds": _is_number}
+    return isinstance(value, list) and all(isinstance(h, dict) and all(k in h and ok(h[k]) for k, ok in row.items())
+                                           for h in value)
+
+
+def _is_rng(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.dtype == torch.uint8 and value.dim() == 1
+
+
+# every entry scp.train writes: (test of its value, what it must be)
+ENTRIES = {
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "config": (lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v), "a dict of TrainConfig settings"),
+    "embedder_id": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    "embed_dim": (lambda v: _is_int(v) and v >= 1, "an integer ≥ 1"),
+    "data_hash": (lambda v: isinstance(v, str), "a string"),
+    "n_train": (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0"),
+    "n_val": (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0"),
+    "n_params": (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0"),
+    "environment": (lambda v: isinstance(v, dict), "a dict"),
+    "inputs_fingerprint": (lambda v: isinstance(v, str), "a string"),
+    "weights": (lambda v: isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(t, torch.Tensor)
+                                                               for k, t in v.items()),
+                "a non-empty dict of named tensors"),
+    "weights_fingerprint": (lambda v: isinstance(v, str), "a string"),
+    "val_metrics": (lambda v: isinstance(v, dict) and _is_number(v.get("auc")) and _is_ci(v.get("auc_ci")),
+                    "a dict with a numeric auc and a two-number auc_ci"),
+    "epoch": (lambda v: _is_int(v) and v >= 1, "an integer ≥ 1"),
+    "history": (_is_history, "a list of per-epoch dicts (epoch, train_loss, val_auc, val_auc_ci, seconds)"),
+    "optimizer": (lambda v: isinstance(v, dict) and isinstance(v.get("state"), dict)
+                  and isinstance(v.get("param_groups"), list), "an optimizer state dict (state, param_groups)"),
+    "scheduler": (lambda v: isinstance(v, dict), "a scheduler state dict"),
+    "torch_rng": (_is_rng, "a 1-d uint8 tensor"),
+    "cuda_rng": (lambda v: v is None or (isinstance(v, list) and all(_is_rng(t) for t in v)),
+                 "None or a list of 1-d uint8 tensors"),
+    "best_val_auc": (_is_number, "a number"),
+    "seconds": (lambda v: _is_number(v) and v >= 0, "a number ≥ 0"),
+}
+MODEL_ENTRIES = ("format", "config", "embedder_id", "embed_dim", "weights")  # what load_checkpoint needs
+RESUME_ENTRIES = MODEL_ENTRIES + ("data_hash", "epoch", "history", "optimizer", "scheduler", "torch_rng",
+                                  "best_val_auc", "seconds")  # what resuming from last.safetensors needs
+
+
+def _config_value_ok(value, annotation: str) -> bool:
+    for kind in (a.strip() for a in annotation.split("|")):
+        if ((kind == "None" and value is None) or (kind == "str" and isinstance(value, str))
+                or (kind == "bool" and isinstance(value, bool)) or (kind == "int" and _is_int(value))
+                or (kind == "float" and _is_number(value))
+                or (kind.startswith("tuple[str") and isinstance(value, (list, tuple))
+                    and all(isinstance(v, str) for v in value))):
+            return True
+    return False
+
+
+def config_problems(stored: dict) -> list[str]:
+    """What is wrong with a checkpoint's stored TrainConfig (unknown settings, wrong types, invalid values)."""
+    fields = {f.name: str(f.type) for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(k for k in stored if k not in fields)
+    problems = [f"its config has unknown setting(s) {', '.join(map(repr, unknown))}"] if unknown else []
+    problems += [f"its config setting {k!r} is {stored[k]!r}, not of type {fields[k]}" for k in stored
+                 if k in fields and not _config_value_ok(stored[k], fields[k])]
+    if not problems:
+        try:
+            TrainConfig(**stored)
+        except (InputError, TypeError, ValueError) as error:
+            problems.append(f"its config is invalid ({' '.join(str(error).split())[:300]})")
+    return problems
+
+
+def checkpoint_problems(ckpt: dict, require: Sequence[str] = MODEL_ENTRIES) -> list[str]:
+    """What is missing from or malformed in a checkpoint's payload: every entry of ``require`` must be there,
+    and every entry of :data:`ENTRIES` that is there must have its type (unknown entries are left alone)."""
+    problems = [f"it has no {k!r} entry" for k in require if k not in ckpt]
+    problems += [f"its {k!r} entry is not {what} (found {type(ckpt[k]).__name__})"
+                 for k, (ok, what) in ENTRIES.items() if k in ckpt and not ok(ckpt[k])]
+    if isinstance(ckpt.get("config"), dict) and all(isinstance(k, str) for k in ckpt["config"]):
+        problems += config_problems(ckpt["config"])
+    return problems
+
+
+def read_checkpoint(path: str | os.PathLike, require: Sequence[str] = MODEL_ENTRIES) -> dict:
+    """The verified payload of a training checkpoint whose structure is sound (:func:`checkpoint_problems`):
+    anything else is one :class:`scp.checkpoint.CheckpointError` naming the file and the problem."""
+    ckpt = checkpoint.load(path, CHECKPOINT_FORMAT)
+    problems = checkpoint_problems(ckpt, require)
+    if problems:
+        raise checkpoint.CheckpointError(f"checkpoint {path} is malformed: {'; '.join(problems)}; it was not written "
+                                         "by this version of `scp train`: retrain it or restore a good copy")
+    return ckpt
+
+
+def load_weights(model: nn.Module, weights: dict, path) -> None:
+    """``model.load_state_dict(weights)`` once every name, shape and dtype matches and every value is finite."""
+    expected = model.state_dict()
+    problems = []
+    missing = [k for k in expected if k not in weights]
+    unexpected = [k for k in weights if k not in expected]
+    if missing:
+        problems.append(f"missing weights {', '.join(missing[:4])}{' …' if len(missing) > 4 else ''}")
+    if unexpected:
+        problems.append(f"unexpected weights {', '.join(unexpected[:4])}{' …' if len(unexpected) > 4 else ''}")
+    for key, want in expected.items():
+        got = weights.get(key)
+        if not isinstance(got, torch.Tensor):
+            continue
+        if tuple(got.shape) != tuple(want.shape):
+            problems.append(f"weight {key} has shape {tuple(got.shape)}, the model needs {tuple(want.shape)}")
+        elif got.dtype != want.dtype:
+            problems.append(f"weight {key} is {got.dtype}, the model needs {want.dtype}")
+        elif got.is_floating_point() and not bool(torch.isfinite(got).all()):
+            problems.append(f"weight {key} holds NaN or infinite values")
+    if problems:
+        raise checkpoint.CheckpointError(f"checkpoint {path} does not fit the network its config describes: "
+                                         f"{'; '.join(problems[:6])}: retrain it or restore a good copy")
+    try:
+        model.load_state_dict(weights)
+    except (RuntimeError, ValueError, TypeError, KeyError) as error:
+        raise checkpoint.CheckpointError(f"checkpoint {path}: its weights cannot be loaded "
+                                         f"({' '.join(str(error).split())[:200]})") from None
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -295,11 +456,6 @@ def weights_fingerprint(model: nn.Module) -> str:
     return checkpoint.content_checksum({"weights": model.state_dict()})
 
 
-def default_device() -> torch.device:
-    """CUDA when present, else CPU (results do not depend on it beyond floating-point rounding)."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def evaluate_auc(model: nn.Module, contexts: Sequence[Context], config: TrainConfig, batch_size: int = 32) -> dict:
     """Mean per-context pairwise AUC (bootstrap CI) of the model's unit scores, fixed evaluation seed."""
     was_training = model.training
@@ -329,9 +485,10 @@ def cosine_schedule(total_steps: int, warmup: float):
 def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: Sequence[Context], out_dir,
           embedder_id: str, resume: bool = False, progress: bool = True, stop_after_epochs: int | None = None,
           data_ids: Sequence[str] | None = None, device: str | torch.device | None = None) -> TrainResult:
-    """Train on precomputed contexts; writes ``last.pt`` (full state, every epoch) and ``best.pt``.
+    """Train on precomputed contexts; writes ``last.safetensors`` (full state, every epoch) and
+    ``best.safetensors``.
 
-    ``resume`` continues from ``out_dir/last.pt`` and reaches the same weights as an uninterrupted run.
+    ``resume`` continues from ``out_dir/last.safetensors`` and reaches the same weights as an uninterrupted run.
     ``stop_after_epochs`` ends the call early (as an interruption would) without changing the schedule.
     ``device`` defaults to CUDA when present; permutations are always drawn on the CPU generator.
     """
@@ -344,7 +501,7 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         raise InputError("no validation context has both a positive and a negative unit")
     embed_dim = train_contexts[0].units.shape[1]
     torch.manual_seed(config.seed)
-    device = torch.device(device) if device is not None else default_device()
+    device = resolve_device(device)
     model = build_model(config, embed_dim).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_contexts) / config.batch_size)
@@ -355,19 +512,27 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
             "n_params": sum(p.numel() for p in model.parameters()), "environment": training_environment(device),
             "inputs_fingerprint": inputs_fingerprint(train_contexts, val_contexts)}
     history, best_auc, start_epoch, seconds = [], -1.0, 0, 0.0
-    last_path, best_path = out_dir / "last.pt", out_dir / "best.pt"
+    last_path, best_path = out_dir / "last.safetensors", out_dir / "best.safetensors"
     if resume:
         if not last_path.is_file():
-            raise InputError(f"cannot resume: no checkpoint {last_path} (drop --resume to start a new run there)")
-        state = checkpoint.load(last_path, CHECKPOINT_FORMAT)
+            legacy = out_dir / "last.pt"
+            hint = (f"; {legacy} is in the legacy format: scp convert-checkpoint {legacy} {last_path}"
+                    if legacy.is_file() else " (drop --resume to start a new run there)")
+            raise InputError(f"cannot resume: no checkpoint {last_path}{hint}")
+        state = read_checkpoint(last_path, RESUME_ENTRIES)
         if not same_config(state["config"], config) or state["data_hash"] != meta["data_hash"]:
             raise InputError(f"cannot resume from {last_path}: it was written for another config or other data")
-        model.load_state_dict(state["weights"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        if state.get("cuda_rng") is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        load_weights(model, state["weights"], last_path)
+        try:
+            opt.load_state_dict(state["optimizer"])
+            sched.load_state_dict(state["scheduler"])
+            torch.set_rng_state(state["torch_rng"])
+            if state.get("cuda_rng") is not None and torch.cuda.is_available():
+                torch.cuda.set_rng_state_all(state["cuda_rng"])
+        except (RuntimeError, ValueError, TypeError, KeyError, IndexError) as error:
+            raise checkpoint.CheckpointError(f"checkpoint {last_path}: its optimizer, scheduler or RNG state cannot be "
+                                             f"restored ({' '.join(str(error).split())[:200]}): start again without "
+                                             "--resume or restore a good copy") from None
         history, best_auc, start_epoch, seconds = state["history"], state["best_val_auc"], state["epoch"], state["seconds"]
     end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, start_epoch + stop_after_epochs)
 
@@ -428,10 +593,20 @@ def load_split(name: str, split: str, path=None, limit: int | None = None):
 
 
 def split_examples_for(config: TrainConfig, data_path=None):
-    """The training examples (union of the datasets' train splits) and validation examples of ``config``."""
-    path = data_path if len(config.datasets) == 1 else None
+    """The training examples (union of the datasets' train splits) and validation examples of ``config``.
+
+    ``data_path`` (a file or data directory) is read for the one training dataset (and for validation when
+    ``val_dataset`` is that dataset); with several training datasets it is an error, as it names one dataset's data.
+    """
+    if data_path is not None and len(config.datasets) > 1:
+        raise InputError(f"--data / data_path names the data of one dataset, but the config trains on "
+                         f"{len(config.datasets)} ({', '.join(config.datasets)}); point SCP_DATA_DIR at a folder "
+                         "holding all of them instead")
+    path = data_path
+    val_name = config.val_dataset or config.datasets[0]
     train_ex = [ex for name in config.datasets for ex in load_split(name, "train", path)]
-    val_ex = load_split(config.val_dataset or config.datasets[0], "validation", path, config.max_val_examples)
+    val_ex = load_split(val_name, "validation", path if val_name == config.datasets[0] else None,
+                        config.max_val_examples)
     return train_ex[:config.max_train_examples] if config.max_train_examples else train_ex, val_ex
 
 
@@ -475,14 +650,14 @@ def run_name(config: TrainConfig) -> str:
 
 
 def train_or_load(config: TrainConfig, root, progress: bool = False, cache_dir=None) -> Path:
-    """``best.pt`` of ``config`` under ``root/run_name(config)``: reused when a finished run of this exact config
-    on the same data is there, resumed when one was interrupted, trained otherwise.  Lets notebooks share models
-    without ever using one trained on other settings or data."""
+    """``best.safetensors`` of ``config`` under ``root/run_name(config)``: reused when a finished run of this exact
+    config on the same data is there, resumed when one was interrupted, trained otherwise.  Lets notebooks share
+    models without ever using one trained on other settings or data."""
     out = Path(root) / run_name(config)
-    last, best = out / "last.pt", out / "best.pt"
+    last, best = out / "last.safetensors", out / "best.safetensors"
     resume = False
     if last.is_file():
-        state = checkpoint.load(last, CHECKPOINT_FORMAT)
+        state = read_checkpoint(last, ("config", "data_hash", "epoch"))
         ids = [ex.id for ex in split_examples_for(config)[0]]
         resume = same_config(state["config"], config) and state["data_hash"] == ids_hash(ids)
         if resume and state["epoch"] == config.epochs and best.is_file():

@@ -200,10 +200,10 @@ def test_pruner_and_eval_ranker_with_an_adaptive_budget():
 def test_cli_rejects_adaptive_options_without_the_flag(capsys):
     from scp.cli import main
 
-    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.pt", "--delta", "0.1"]) == 2
+    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.safetensors", "--delta", "0.1"]) == 2
     assert "--adaptive" in capsys.readouterr().err
-    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.pt", "--bound", "student"]) == 2
+    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.safetensors", "--bound", "student"]) == 2
     assert "--adaptive" in capsys.readouterr().err
-    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.pt", "--adaptive",
+    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", "x.safetensors", "--adaptive",
                  "--control-variate", "position"]) == 2  # bernstein (the default) is rigorous: needs student
     assert "student" in capsys.readouterr().err

@@ -49,9 +49,9 @@ def test_history_and_card_match_the_training_result(trained):
 
 
 def test_missing_last_checkpoint_is_a_clear_error(trained, tmp_path):
-    best = tmp_path / "best.pt"
+    best = tmp_path / "best.safetensors"
     best.write_bytes(trained[2].best_path.read_bytes())
-    with pytest.raises(FileNotFoundError, match="last.pt"):
+    with pytest.raises(FileNotFoundError, match="last.safetensors"):
         training_history(best)
 
 

@@ -99,7 +99,7 @@ def test_load_test_split_musique_granularities(data_dir):
 @pytest.mark.slow
 def test_scp_and_loo_with_the_shipped_model(data_dir):
     ex = load_test_split("hotpotqa", limit=3)
-    ckpt = {"best": ROOT / "models" / "scp-hotpotqa-best.pt"}
+    ckpt = {"best": ROOT / "models" / "scp-hotpotqa-best.safetensors"}
     scp = evaluate_method(ex, "scp", ckpt, n_permutations=8, n_boot=50)
     loo = evaluate_method(ex, "scp-loo", ckpt, n_boot=50)
     assert scp["status"] == loo["status"] == "ok" and scp["method"] == "scp" and loo["method"] == "scp-loo"

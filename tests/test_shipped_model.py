@@ -1,4 +1,4 @@
-"""The checkpoint the pruner ships with (models/scp-hotpotqa-best.pt) loads and ranks real contexts."""
+"""The checkpoint the pruner ships with (models/scp-hotpotqa-best.safetensors) loads and ranks real contexts."""
 
 from pathlib import Path
 
@@ -8,7 +8,7 @@ from scp.data import load_dataset, split_examples
 from scp.metrics import pairwise_auc
 from scp.pruner import ShapleyPruner
 
-CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.pt"
+CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.safetensors"
 
 
 def test_shipped_checkpoint_ranks_hotpotqa_test_examples(tmp_path, data_dir):

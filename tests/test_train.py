@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from scp.embed import RandomEmbedder
+from scp import checkpoint
 from scp.checkpoint import CheckpointError
 from scp.evaluate import SCPRanker
 from scp.features import build_contexts, collate, context_key
@@ -78,26 +79,26 @@ def test_checkpoint_round_trip_seed_determinism_and_resume(tmp_path):
     config = small_config(epochs=2)
     a = train(config, tr, va, tmp_path / "a", emb.id, progress=False)
     b = train(config, tr, va, tmp_path / "b", emb.id, progress=False)
-    wa, wb = torch.load(a.last_path)["weights"], torch.load(b.last_path)["weights"]
+    wa, wb = checkpoint.load(a.last_path)["weights"], checkpoint.load(b.last_path)["weights"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)  # same seed, same weights
     # interrupted after epoch 1, resumed: the same final state as the uninterrupted run
     train(config, tr, va, tmp_path / "c", emb.id, progress=False, stop_after_epochs=1)
-    assert torch.load(tmp_path / "c" / "last.pt")["epoch"] == 1
+    assert checkpoint.load(tmp_path / "c" / "last.safetensors")["epoch"] == 1
     c = train(config, tr, va, tmp_path / "c", emb.id, progress=False, resume=True)
-    wc = torch.load(c.last_path)["weights"]
+    wc = checkpoint.load(c.last_path)["weights"]
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
     def strip(history):
         return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
     assert strip(c.history) == strip(a.history)
     # a different seed gives different weights
     d = train(small_config(epochs=1, seed=1), tr, va, tmp_path / "d", emb.id, progress=False)
-    wd = torch.load(d.last_path)["weights"]
+    wd = checkpoint.load(d.last_path)["weights"]
     assert not all(torch.equal(wa[k], wd[k]) for k in wa)
     # round trip: the loaded checkpoint scores exactly as the saved weights do
     model, cfg, ckpt = load_checkpoint(a.best_path)
     assert cfg == config and ckpt["embedder_id"] == emb.id and "auc" in ckpt["val_metrics"] and ckpt["data_hash"]
     fresh = build_model(config, 32)
-    fresh.load_state_dict(torch.load(a.best_path)["weights"])
+    fresh.load_state_dict(checkpoint.load(a.best_path)["weights"])
     fresh.eval()
     batch = collate(va)
     torch.testing.assert_close(unit_scores(model, batch, 6, False, 3), unit_scores(fresh, batch, 6, False, 3),
@@ -120,7 +121,7 @@ def test_mismatched_embedder_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="-d"):
         load_checkpoint(res.best_path, embed_dim=16)
     with pytest.raises(CheckpointError, match="no checkpoint"):
-        load_checkpoint(tmp_path / "missing.pt")
+        load_checkpoint(tmp_path / "missing.safetensors")
 
 
 def test_pruner_api(tmp_path):
@@ -209,7 +210,7 @@ def _damage(path, how):
                                         ("empty", "empty"), ("random", "cannot be read")])
 def test_damaged_checkpoints_are_refused_with_one_sentence(trained, tmp_path, how, match):
     emb, res = trained
-    path = tmp_path / "best.pt"
+    path = tmp_path / "best.safetensors"
     path.write_bytes(res.best_path.read_bytes())
     load_checkpoint(path)  # intact: loads
     _damage(path, how)
@@ -219,12 +220,17 @@ def test_damaged_checkpoints_are_refused_with_one_sentence(trained, tmp_path, ho
 
 
 def test_weight_bytes_flipped_are_caught_by_the_checksum(trained, tmp_path):
-    """Flip bytes inside a weight tensor's storage (the zip entry parses fine): only the checksum sees it."""
+    """Flip bytes inside a weight tensor's storage (the header parses fine): only the checksum sees it."""
+    import json
+    import struct
+
     emb, res = trained
-    ckpt = torch.load(res.best_path, weights_only=False)
-    ckpt["weights"]["psi.0.weight"][0, :16] += 1.0
-    path = tmp_path / "tampered.pt"
-    torch.save(ckpt, path)
+    data = bytearray(res.best_path.read_bytes())
+    n = struct.unpack("<Q", data[:8])[0]
+    start = 8 + n + json.loads(data[8:8 + n])["weights/psi.0.weight"]["data_offsets"][0]
+    data[start:start + 16] = bytes(b ^ 0x01 for b in data[start:start + 16])
+    path = tmp_path / "tampered.safetensors"
+    path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="corrupted"):
         load_checkpoint(path)
 
@@ -236,7 +242,7 @@ def test_resume_needs_a_checkpoint_and_refuses_a_truncated_one(trained, tmp_path
         train(small_config(epochs=2), tr, va, tmp_path / "empty", emb.id, resume=True, progress=False)
     res = train(small_config(epochs=2), tr, va, tmp_path / "run", emb.id, progress=False, stop_after_epochs=1)
     _damage(res.last_path, "truncated")
-    with pytest.raises(CheckpointError, match="last.pt cannot be read"):
+    with pytest.raises(CheckpointError, match="last.safetensors cannot be read"):
         train(small_config(epochs=2), tr, va, tmp_path / "run", emb.id, resume=True, progress=False)
 
 
