@@ -26,3 +26,14 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb") -> Iterator[IO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def file_above(path: str | os.PathLike) -> Path | None:
+    """The regular file (or other non-folder) among ``path``'s existing parent folders, if one is in the way of
+    creating ``path``; ``None`` when nothing is (the nearest existing parent is a folder)."""
+    for parent in Path(path).parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+        if parent.is_symlink():  # a dangling link: not a folder either
+            return parent
+    return None

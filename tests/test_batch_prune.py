@@ -2,6 +2,9 @@
 
 import json
 import os
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from scp.data import load_dataset
 from scp.errors import DataFormatError, SCPError
 from scp.pruner import ShapleyPruner
 
-CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.pt"
+CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.safetensors"
 M = 20
 FIELDS = ["id", "kept_indices", "removed_indices", "scores", "kept_text", "tokens_before", "tokens_after", "ratio"]
 pytestmark = pytest.mark.filterwarnings("ignore:this checkpoint was trained on 'Title:", "ignore:duplicate sentences")
@@ -196,9 +199,13 @@ def test_resume_skips_finished_records_and_drops_a_half_written_line(tmp_path, p
         with pytest.raises(SCPError, match="being written by another job"):
             batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, progress=False)
     damaged = tmp_path / "damaged.jsonl"
-    damaged.write_text("not a record\n")
-    with pytest.raises(DataFormatError, match="damaged.jsonl line 1 is not a record written by scp prune"):
+    damaged.write_text(reference.read_text().splitlines()[0] + "\nnot a record\n")
+    with pytest.raises(SCPError, match="damaged.jsonl exists and is not an output of scp prune"):
+        batch.prune_jsonl(src, damaged, pruner=pruner, keep_ratio=0.5, progress=False)  # no settings beside it
+    (tmp_path / "damaged.jsonl.settings.json").write_bytes((tmp_path / "out.jsonl.settings.json").read_bytes())
+    with pytest.raises(DataFormatError, match="damaged.jsonl line 2 is not a record written by scp prune"):
         batch.prune_jsonl(src, damaged, pruner=pruner, keep_ratio=0.5, progress=False)
+    assert damaged.read_text() == reference.read_text().splitlines()[0] + "\nnot a record\n"
     assert dst.read_bytes() == reference.read_bytes() and calls == []
 
 
@@ -259,16 +266,264 @@ def test_ray_worker_prunes_the_scanned_chunks_as_the_local_run_does(tmp_path, pr
     offsets = [0]
     for line in src.read_bytes().splitlines(keepends=True):
         offsets.append(offsets[-1] + len(line))
-    done = {batch.id_key(100), batch.id_key(records[3]["id"])}  # lines 1 and 5
-    scan = batch._scan(src, done, skip_bad=True, max_units=1000, chunk_records=2)
-    assert (scan.total, scan.pending) == (7, 5)
-    assert scan.chunks == [(offsets[1], 2, 2), (offsets[3], 4, 1), (offsets[5], 6, 2)]
+    scan = batch._scan(src, skip_bad=True, max_units=1000)
+    assert len(scan.records) == 7 and scan.records[4].key == batch.id_key(records[3]["id"])
+    chunks = batch._chunks(scan, [1, 2, 3, 5, 6], chunk_records=2)  # lines 1 and 5 done
+    assert chunks == [(offsets[1], 2, 2), (offsets[3], 4, 1), (offsets[5], 6, 2)]
     worker = batch.RayPruneWorker(str(CHECKPOINT), str(src), {"keep_ratio": 0.5}, M, 0, str(cache), False, 1)
     lines, errors = [], []
-    for offset, first, count in scan.chunks:
+    for offset, first, count in chunks:
         out = worker({"offset": np.array([offset]), "first": np.array([first]), "count": np.array([count])})
         lines += list(out["line"])
         errors += list(out["error"])
     expected = local.read_text().splitlines()
     assert lines == [expected[i] for i in (1, 2, 3, 5, 6)]
     assert errors == ["", "", "line 4: no context: give 'sentences' (a list of strings) or 'text' (a string)", "", ""]
+
+
+# ------------------------------------------------------------------- files it did not write, inputs, retries
+
+def question(record: dict) -> str:
+    return record.get("question", record.get("query"))
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def one_line_error(argv: list[str], capsys) -> str:
+    """Run the command line: exit code 2 and one line on stderr, no traceback; that line."""
+    capsys.readouterr()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("scp prune: error: ")
+    return err
+
+
+def test_a_file_scp_prune_did_not_write_is_an_error_and_stays_byte_identical(tmp_path, pruner, records, calls):
+    """Notes whose last line has no newline, a one-line JSON file, an empty file, an output copied without its
+    settings file: refused (named), before or after a failing validation, and left byte for byte as they were."""
+    src = write_jsonl(tmp_path / "in.jsonl", records[:2])
+    bad = write_jsonl(tmp_path / "bad.jsonl", [records[0], "not json {"])
+    batch.prune_jsonl(src, tmp_path / "real.jsonl", pruner=pruner, top_k=1, progress=False)
+    calls.clear()
+    users = {"notes.txt": b"my notes\nthe last line has no newline", "one.json": b'{"a": 1}', "empty.jsonl": b"",
+             "copied.jsonl": (tmp_path / "real.jsonl").read_bytes()}
+    for name, content in users.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        for source in (src, bad):
+            for skip_bad in (False, True):
+                with pytest.raises(SCPError, match=f"{name} exists and is not an output of scp prune"):
+                    batch.prune_jsonl(source, path, pruner=pruner, top_k=1, skip_bad=skip_bad, progress=False)
+                assert path.read_bytes() == content and not (tmp_path / f"{name}.settings.json").exists()
+    assert calls == []
+    # its own output, killed mid-line: the half-written line is cut only once the input is valid
+    ours = tmp_path / "ours.jsonl"
+    batch.prune_jsonl(src, ours, pruner=pruner, top_k=1, progress=False, max_records=1)
+    with open(ours, "ab") as f:
+        f.write(b'{"id": 2, "kept_')
+    before, settings = ours.read_bytes(), (tmp_path / "ours.jsonl.settings.json").read_bytes()
+    write_jsonl(src, records[:2] + ["not json {"])
+    with pytest.raises(DataFormatError, match="in.jsonl line 3: not JSON"):
+        batch.prune_jsonl(src, ours, pruner=pruner, top_k=1, progress=False)
+    assert ours.read_bytes() == before and (tmp_path / "ours.jsonl.settings.json").read_bytes() == settings
+    write_jsonl(src, records[:2])
+    summary = batch.prune_jsonl(src, ours, pruner=pruner, top_k=1, progress=False)
+    assert summary.dropped_partial_line and ours.read_bytes() == (tmp_path / "real.jsonl").read_bytes()
+
+
+def test_another_input_into_the_same_output_is_an_error_naming_what_differs(tmp_path, pruner, records, calls,
+                                                                            cache, monkeypatch, capsys):
+    """Default ids are line numbers: a second input written to the same output must not 'resume' it; nor may
+    the input change in a record that was pruned (changed or gone).  New records at the end are pruned."""
+    first, second = write_jsonl(tmp_path / "first.jsonl", records[:3]), write_jsonl(tmp_path / "second.jsonl",
+                                                                                   records[3:])
+    dst, settings = tmp_path / "out.jsonl", tmp_path / "out.jsonl.settings.json"
+    batch.prune_jsonl(first, dst, pruner=pruner, top_k=2, progress=False)
+    before, stored = dst.read_bytes(), settings.read_bytes()
+    calls.clear()
+    with pytest.raises(SCPError, match=r"out.jsonl holds the records of another input: it was started from "
+                                       r"\S*first.jsonl \(\d+ bytes, sha256 [0-9a-f]{16}…\), this run reads "
+                                       r"\S*second.jsonl"):
+        batch.prune_jsonl(second, dst, pruner=pruner, top_k=2, progress=False)
+    monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
+    argv = ["prune", "--checkpoint", str(CHECKPOINT), "--output", str(dst), "--top-k", "2", "--n-permutations", str(M)]
+    assert "holds the records of another input" in one_line_error(argv + ["--input", str(second)], capsys)
+    write_jsonl(first, [records[0], records[4], records[2]])  # line 2 (id 2, pruned) changed
+    with pytest.raises(SCPError, match=r"first.jsonl line 2: the record with id 2 changed since it was pruned into"):
+        batch.prune_jsonl(first, dst, pruner=pruner, top_k=2, progress=False)
+    write_jsonl(first, records[:2])  # id 3 (pruned) gone
+    with pytest.raises(SCPError, match=r"first.jsonl no longer holds the record with id 3 that \S*out.jsonl has"):
+        batch.prune_jsonl(first, dst, pruner=pruner, top_k=2, progress=False)
+    assert calls == [] and dst.read_bytes() == before and settings.read_bytes() == stored
+    assert json.loads(stored)["input"]["path"] == str(first.resolve())
+    write_jsonl(first, records[:4])  # a record appended: pruned, the rest kept
+    summary = batch.prune_jsonl(first, dst, pruner=pruner, top_k=2, progress=False)
+    assert (summary.already_done, summary.written, calls) == (3, 1, [question(records[3])])
+    batch.prune_jsonl(first, tmp_path / "fresh.jsonl", pruner=pruner, top_k=2, progress=False)
+    assert dst.read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
+    assert json.loads(settings.read_text())["input"]["sha256"] == json.loads(
+        (tmp_path / "fresh.jsonl.settings.json").read_text())["input"]["sha256"]
+
+
+def test_error_records_are_retried_and_a_fixed_record_replaces_its_error_line(tmp_path, pruner, records, calls,
+                                                                             monkeypatch):
+    """After a --skip-bad run, a rerun retries the error records; once the bad records are fixed in the input,
+    the file ends up equal to one uninterrupted run on the fixed input (rewritten beside it, in input order)."""
+    broken = [records[0], {"query": "no context here"}, records[2], "not json {", records[4], records[5]]
+    src, dst = write_jsonl(tmp_path / "in.jsonl", broken), tmp_path / "out.jsonl"
+    assert batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, skip_bad=True, progress=False).errors == 2
+    first = dst.read_bytes()
+    calls.clear()
+    again = batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, skip_bad=True, progress=False)
+    assert (again.retried, again.written, again.errors, again.already_done) == (2, 2, 2, 4)
+    assert "2 error records of an earlier run retried" in again.describe()
+    assert calls == [] and dst.read_bytes() == first  # still bad: the same error lines in the same places
+    with pytest.raises(DataFormatError, match="in.jsonl line 2: no context"):
+        batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, progress=False)  # without --skip-bad
+    assert dst.read_bytes() == first
+    write_jsonl(src, records)  # both fixed (line 4 now has its own id: its old error line has to go)
+    reference = tmp_path / "reference.jsonl"
+    batch.prune_jsonl(src, reference, pruner=pruner, keep_ratio=0.5, progress=False)
+    calls.clear()
+    # a crash (a bug) while rewriting leaves the output as it was, and no temporary file
+    original = pruner.prune
+
+    def crash(q, *args, **kwargs):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(pruner, "prune", crash)
+    with pytest.raises(RuntimeError, match="boom"):
+        batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, progress=False)
+    assert dst.read_bytes() == first and files_in(tmp_path) == ["in.jsonl", "out.jsonl", "out.jsonl.settings.json",
+                                                                "reference.jsonl", "reference.jsonl.settings.json"]
+    monkeypatch.setattr(pruner, "prune", original)
+    # a job killed between saving the new settings and renaming the rewritten file over the output
+    settings = (tmp_path / "reference.jsonl.settings.json").read_bytes()  # what this run's settings file holds
+    (tmp_path / "out.jsonl.settings.json").write_bytes(settings)
+    calls = []
+    monkeypatch.setattr(pruner, "prune", lambda q, *a, **k: calls.append(q) or original(q, *a, **k))
+    (tmp_path / ".out.jsonl.rewrite.tmp").write_text("left by a job killed while rewriting")
+    one = batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, progress=False, max_records=1)
+    assert (one.retried, one.written, one.already_done, calls) == (1, 1, 4, [question(records[1])])
+    assert [row["id"] for row in read_jsonl(dst)] == [100, 2, 3, 5, 6]  # record 2 in its place, id 4's error gone
+    assert not (tmp_path / ".out.jsonl.rewrite.tmp").exists()
+    rest = batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, progress=False)
+    assert (rest.written, rest.already_done, calls[1:]) == (1, 5, [question(records[3])])
+    assert dst.read_bytes() == reference.read_bytes()
+    assert (tmp_path / "out.jsonl.settings.json").read_bytes() == settings
+
+
+@pytest.mark.timeout(120)
+def test_a_named_pipe_output_is_streamed_and_never_read(tmp_path, pruner, records):
+    src, reference = write_jsonl(tmp_path / "in.jsonl", records), tmp_path / "reference.jsonl"
+    batch.prune_jsonl(src, reference, pruner=pruner, keep_ratio=0.5, progress=False)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    summary = batch.prune_jsonl(src, fifo, pruner=pruner, keep_ratio=0.5, progress=False)
+    reader.join(60)
+    assert got == [reference.read_bytes()]
+    assert summary.streamed and (summary.written, summary.complete) == (6, True) and "streamed" in summary.describe()
+    assert files_in(tmp_path) == ["in.jsonl", "pipe", "reference.jsonl", "reference.jsonl.settings.json"]
+    assert batch.is_stream("/dev/stdout") and batch.is_stream("/dev/null") and not batch.is_stream(reference)
+
+
+@pytest.mark.timeout(300)
+def test_cli_output_dev_stdout_into_a_pipe_streams_the_records(tmp_path, pruner, records, cache):
+    """`scp prune … --output /dev/stdout | cat`: the records on stdout (the summary on stderr), nothing read
+    from the pipe, no settings file."""
+    src, reference = write_jsonl(tmp_path / "in.jsonl", records), tmp_path / "reference.jsonl"
+    batch.prune_jsonl(src, reference, pruner=pruner, keep_ratio=0.5, progress=False)
+    env = {**os.environ, "SCP_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "1"}  # one torch thread, as `pruner`
+    proc = subprocess.run([sys.executable, "-m", "scp", "prune", "--checkpoint", str(CHECKPOINT), "--input", str(src),
+                           "--output", "/dev/stdout", "--keep-ratio", "0.5", "--n-permutations", str(M)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=240, cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert proc.stdout == reference.read_bytes()
+    assert "6 records written to /dev/stdout" in err and "streamed (no resume)" in err
+    assert files_in(tmp_path) == ["in.jsonl", "reference.jsonl", "reference.jsonl.settings.json"]
+
+
+def test_a_failed_run_leaves_no_output_and_no_settings_file(tmp_path, pruner, records, monkeypatch):
+    src = write_jsonl(tmp_path / "in.jsonl", records[:3])
+    dst = tmp_path / "sub" / "out.jsonl"
+    original = pruner.prune
+
+    def refuse(q, *args, **kwargs):
+        raise ValueError("the pruner refuses this record")
+    monkeypatch.setattr(pruner, "prune", refuse)
+    with pytest.raises(DataFormatError, match=r"in.jsonl line 1: the pruner refuses this record \(0 records written"):
+        batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
+    assert files_in(tmp_path) == ["in.jsonl"]  # no output, no settings file, not even the folder
+
+    def interrupt_at_the_second(q, *args, **kwargs):
+        if q == question(records[1]):
+            raise KeyboardInterrupt
+        return original(q, *args, **kwargs)
+    monkeypatch.setattr(pruner, "prune", interrupt_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
+    assert len(read_jsonl(dst)) == 1 and files_in(dst.parent) == ["out.jsonl", "out.jsonl.settings.json"]
+    monkeypatch.setattr(pruner, "prune", original)
+    assert batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False).already_done == 1
+    batch.prune_jsonl(src, tmp_path / "reference.jsonl", pruner=pruner, top_k=1, progress=False)
+    assert dst.read_bytes() == (tmp_path / "reference.jsonl").read_bytes()
+
+
+@pytest.mark.timeout(300)
+def test_gpus_asked_for_but_not_there_is_an_error_before_any_work(tmp_path, records, monkeypatch, capsys, cache):
+    """--ray-gpus without a GPU: refused before Ray starts (torch sees none) or, on a cluster, before anything
+    runs on it (its resources hold none), where Ray would otherwise wait forever; no file is created."""
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[ray]'")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine, even on one with a GPU
+    src = write_jsonl(tmp_path / "in.jsonl", records[:2])
+    dst = tmp_path / "out.jsonl"
+    with pytest.raises(SCPError, match=r"gpus_per_worker=1 \(--ray-gpus\) but no GPU is visible here"):
+        batch.prune_jsonl_ray(src, dst, checkpoint=CHECKPOINT, keep_ratio=0.5, gpus_per_worker=1, progress=False)
+    assert not ray.is_initialized()
+    monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
+    argv = ["prune", "--checkpoint", str(CHECKPOINT), "--input", str(src), "--output", str(dst), "--keep-ratio", "0.5"]
+    assert "no GPU is visible here" in one_line_error(argv + ["--ray", "--ray-gpus", "1"], capsys)
+    assert files_in(tmp_path) == ["in.jsonl"] and not ray.is_initialized()
+    # a cluster (--ray ADDRESS) without GPUs, or without enough CPUs: its resources, checked once connected
+    seen = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: seen.append(kwargs["address"]))
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0, "memory": 1e10})
+    monkeypatch.setattr(ray, "shutdown", lambda: seen.append("shutdown"))
+    with pytest.raises(SCPError, match=r"1 Ray worker\(s\) × 0.5 GPU each \(--ray-gpus\) need 0.5 GPU\(s\), but the "
+                                       r"Ray cluster at ray://nowhere:10001 has 0; nothing was pruned"):
+        batch.prune_jsonl_ray(src, dst, checkpoint=CHECKPOINT, keep_ratio=0.5, gpus_per_worker=0.5, progress=False,
+                              address="ray://nowhere:10001")
+    assert "need 12 CPU(s), but the Ray cluster at ray://x:1 has 8" in one_line_error(
+        argv + ["--ray", "ray://x:1", "--ray-workers", "3", "--ray-cpus", "4"], capsys)
+    assert seen == ["ray://nowhere:10001", "shutdown", "ray://x:1", "shutdown"]
+    assert files_in(tmp_path) == ["in.jsonl"]
+
+
+def test_numpy_criteria_are_written_as_the_python_numbers_they_hold(tmp_path, pruner, records):
+    """prune_jsonl(keep_ratio=np.float32(...)): the settings file is plain JSON, and it tells np.float32(0.3)
+    (0.30000001…, which keeps more units) from 0.3, so neither run resumes the other's output."""
+    import numpy as np
+
+    src = write_jsonl(tmp_path / "in.jsonl", records[:2])
+    half = tmp_path / "half.jsonl"
+    batch.prune_jsonl(src, half, pruner=pruner, keep_ratio=np.float32(0.5), progress=False)
+    assert json.loads((tmp_path / "half.jsonl.settings.json").read_text())["criterion"] == "keep_ratio=0.5"
+    again = batch.prune_jsonl(src, half, pruner=pruner, keep_ratio=0.5, progress=False)  # the same run: resumed
+    assert (again.already_done, again.written) == (2, 0)
+    batch.prune_jsonl(src, tmp_path / "top.jsonl", pruner=pruner, top_k=np.int64(2), progress=False)
+    assert json.loads((tmp_path / "top.jsonl.settings.json").read_text())["criterion"] == "top_k=2"
+
+    f32 = tmp_path / "f32.jsonl"
+    batch.prune_jsonl(src, f32, pruner=pruner, keep_ratio=np.float32(0.3), progress=False)
+    stored = json.loads((tmp_path / "f32.jsonl.settings.json").read_text())["criterion"]
+    assert stored == "keep_ratio=0.30000001192092896"
+    with pytest.raises(SCPError, match=r"was written with other settings \(criterion "
+                                       r"'keep_ratio=0.30000001192092896' → 'keep_ratio=0.3'\)"):
+        batch.prune_jsonl(src, f32, pruner=pruner, keep_ratio=0.3, progress=False)
