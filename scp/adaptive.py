@@ -116,9 +116,11 @@ def round_schedule(min_permutations: int, max_permutations: int, antithetic: boo
 
 def keep_count(n: int, keep_ratio: float) -> int:
     """K for a keep ratio, as :func:`scp.prune.select` counts it: max(1, ⌈r·n⌉)."""
-    if isinstance(keep_ratio, bool) or not isinstance(keep_ratio, (int, float)) or not 0 < keep_ratio <= 1:
+    from .prune import is_real
+
+    if not is_real(keep_ratio) or not 0 < keep_ratio <= 1:  # NumPy scalars are numbers too; NaN fails
         raise InputError(f"keep_ratio must be a number in (0, 1]; got {keep_ratio!r}")
-    return max(1, math.ceil(keep_ratio * n - 1e-9))
+    return max(1, math.ceil(float(keep_ratio) * n - 1e-9))
 
 
 def _check(k: int, n: int, delta: float, tolerance: float, bound: str, control_variate: str | None) -> None:

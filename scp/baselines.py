@@ -18,15 +18,16 @@ import numpy as np
 from scp.embed import (
     Embedder,
     as_text_list,
-    default_device,
     get_embedder,
     l2_normalize,
     load_hf_model,
     load_hub_model,
+    quiet_weight_loading,
     require_package,
 )
 from scp.text import WORD_TOKENIZER, word_tokens
 
+from .devices import default_device
 from .errors import InputError, InputTypeError
 
 
@@ -148,11 +149,11 @@ class CrossEncoderRanker(Ranker):
         if self._model is None:
             from sentence_transformers import CrossEncoder
 
-            self._model = load_hub_model(
-                self.model_name,
-                lambda local: CrossEncoder(self.model_name, device=self.device or default_device(), local_files_only=local),
-                "cross-encoder",
-            )
+            def load(local: bool) -> Any:
+                with quiet_weight_loading():  # no "Loading weights" bar on stderr
+                    return CrossEncoder(self.model_name, device=self.device or default_device(), local_files_only=local)
+
+            self._model = load_hub_model(self.model_name, load, "cross-encoder")
         return self._model
 
     def _predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Command line: ``scp eval``, ``scp train``, ``scp prune`` and ``scp run`` (notebooks; also ``python -m scp``).
+"""Command line: ``scp eval``, ``scp train``, ``scp prune``, ``scp convert-checkpoint`` and ``scp run`` (notebooks;
+also ``python -m scp``).
 
 Bad input (an :class:`~scp.errors.SCPError` or an argparse error) is one line on stderr and exit code 2, never a
 traceback; anything else is a bug: its traceback and exit code 1.  Ctrl-C is one line saying what was saved
@@ -29,6 +30,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _check_folders_of(out: Path, option: str = "--out") -> None:
+    """``option``'s path can be created: none of the folders above it is a regular file."""
+    from .io import file_above
+
+    blocker = file_above(out)
+    if blocker is not None:
+        raise InputError(f"{option} {out}: its folder {blocker} is a file, so nothing can be written under it")
+
+
 def _eval(args) -> int:
     from .evaluate import format_result, run_eval
 
@@ -36,6 +46,7 @@ def _eval(args) -> int:
     out = Path(args.out or f"runs/eval_{args.dataset}_{args.method}_{split}.json")
     if out.is_dir():
         raise InputError(f"--out {out} is a directory; give the path of the JSON record to write")
+    _check_folders_of(out)
     adaptive = None
     if args.adaptive:
         adaptive = dict(delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance,
@@ -58,19 +69,23 @@ def _train(args) -> int:
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; give a folder for best.pt, last.pt and config.json")
+        raise InputError(f"--out {out} is a file; give a folder for best.safetensors, last.safetensors and "
+                         "config.json")
+    _check_folders_of(out)
     if args.resume:
-        if not (out / "last.pt").is_file():
-            raise InputError(f"--resume: no checkpoint {out / 'last.pt'} to continue from (drop --resume to start there)")
-        from .checkpoint import load
+        if not (out / "last.safetensors").is_file():
+            raise InputError(f"--resume: no checkpoint {out / 'last.safetensors'} to continue from (drop --resume to "
+                             "start there)")
+        from .train import RESUME_ENTRIES, read_checkpoint
 
-        load(out / "last.pt")  # unreadable or altered: one sentence now, before any data are loaded
+        # unreadable, altered or malformed: one sentence now, before any data are loaded
+        read_checkpoint(out / "last.safetensors", RESUME_ENTRIES)
     overrides = dict(datasets=tuple(args.datasets) if args.datasets else None, val_dataset=args.val_dataset,
                      unit_repr=args.units, embedder=args.embedder, model=args.model, query_mode=args.query_mode,
                      features=tuple(args.features) if args.features is not None else None, hidden=args.hidden,
                      latent=args.latent, n_permutations=args.permutations, antithetic=args.antithetic or None,
                      margin=args.margin, lr=args.lr, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                     max_train_examples=args.max_train_examples)
+                     max_train_examples=args.max_train_examples, max_val_examples=args.max_val_examples)
     config = config_from_preset(args.preset, **overrides)
     print(config)
     result = run(config, out, data_path=args.data, resume=args.resume, progress=not args.quiet)
@@ -96,7 +111,15 @@ def _prune(args) -> int:
         defaults = dict(num_workers=1, cpus_per_worker=1, gpus_per_worker=0, batch_size=16)
         ray_options = {k: defaults[k] if v is None else v for k, v in ray_options.items()}
         summary = prune_jsonl_ray(args.input, args.output, address=args.ray or None, **ray_options, **common)
-    print(summary.describe())
+    print(summary.describe(), file=sys.stderr if summary.streamed else sys.stdout)  # stdout may be the records
+    return 0
+
+
+def _convert(args) -> int:
+    from .checkpoint import convert
+
+    checksum = convert(args.old, args.new)
+    print(f"wrote {args.new} (content checksum {checksum}, the same as {args.old}'s)")
     return 0
 
 
@@ -110,12 +133,12 @@ def non_negative_float(text: str) -> float:
 def _saved_on_interrupt(args) -> str:
     """What an interrupted command leaves behind, in words."""
     if args.command == "train":
-        last = Path(args.out) / "last.pt"
+        last = Path(args.out) / "last.safetensors"
         if last.is_file():
             from .checkpoint import CheckpointError, load
 
             try:
-                epoch = load(last)["epoch"]
+                epoch = load(last).get("epoch", "?")
             except CheckpointError:
                 return f"{last} cannot be read; start again without --resume"
             return f"epochs 1–{epoch} are saved in {last}; continue with --resume"
@@ -123,6 +146,10 @@ def _saved_on_interrupt(args) -> str:
     if args.command == "eval":
         return "no record was written (embeddings computed so far are cached)"
     if args.command == "prune":
+        from .batch import is_stream
+
+        if is_stream(args.output):
+            return f"the records finished so far were written to {args.output} (a stream: no resume)"
         return f"the records finished so far are in {args.output}; rerun the same command to resume"
     return "executed notebooks so far are under runs/"
 
@@ -167,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train a value network (or the pointwise control)")
     tr.add_argument("--preset", default="best", help=f"one of {', '.join(PRESETS)} (default best)")
-    tr.add_argument("--out", required=True, help="output folder (best.pt, last.pt, config.json)")
+    tr.add_argument("--out", required=True, help="output folder (best.safetensors, last.safetensors, config.json)")
     tr.add_argument("--data", help="data file or directory for a single dataset (else SCP_DATA_DIR)")
     tr.add_argument("--datasets", nargs="+", help="training datasets (their train splits are mixed)")
     tr.add_argument("--val-dataset", help="validation dataset (default: the first training dataset)")
@@ -185,8 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--epochs", type=positive_int)
     tr.add_argument("--batch-size", type=positive_int)
     tr.add_argument("--seed", type=int)
-    tr.add_argument("--max-train-examples", type=positive_int)
-    tr.add_argument("--resume", action="store_true", help="continue from OUT/last.pt (an error if there is none)")
+    tr.add_argument("--max-train-examples", type=positive_int, help="only the first N training examples")
+    tr.add_argument("--max-val-examples", type=positive_int, help="only the first N validation examples")
+    tr.add_argument("--resume", action="store_true",
+                    help="continue from OUT/last.safetensors (an error if there is none)")
     tr.add_argument("--quiet", action="store_true")
     tr.set_defaults(func=_train)
 
@@ -196,10 +225,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Each input line: question (or query), sentences (+ titles) or text, optional id. "
                                     "Each output line: id, kept_indices, removed_indices, scores, kept_text, "
                                     "tokens_before, tokens_after, ratio. A bad record stops the job before anything "
-                                    "is pruned (exit 2) unless --skip-bad; a rerun resumes after the records done.")
-    pr.add_argument("--checkpoint", required=True, help="an `scp train` checkpoint, e.g. models/scp-hotpotqa-best.pt")
+                                    "is pruned (exit 2) unless --skip-bad; a rerun resumes after the records done "
+                                    "and retries the error records.")
+    pr.add_argument("--checkpoint", required=True,
+                    help="an `scp train` checkpoint, e.g. models/scp-hotpotqa-best.safetensors")
     pr.add_argument("--input", required=True, help="JSONL file, one record per line")
-    pr.add_argument("--output", required=True, help="JSONL file to write (appended to: a rerun resumes)")
+    pr.add_argument("--output", required=True,
+                    help="JSONL file to write; a rerun resumes it (same settings and input; error records are "
+                         "retried). An existing file scp prune did not write (no OUTPUT.settings.json beside it) is "
+                         "an error and left untouched. /dev/stdout, a pipe or a device: streamed, no resume, no "
+                         "settings file")
     keep = pr.add_mutually_exclusive_group(required=True)
     keep.add_argument("--keep-ratio", type=float, metavar="R", help="keep the best ⌈r·n⌉ sentences, r in (0, 1]")
     keep.add_argument("--top-k", type=positive_int, metavar="K", help="keep the best K sentences")
@@ -220,6 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="GPUs per Ray actor (default 0; > 0: prune on GPU)")
     pr.add_argument("--batch-size", type=positive_int, metavar="B", help="records per Ray batch (default 16)")
     pr.set_defaults(func=_prune)
+
+    cv = sub.add_parser("convert-checkpoint", help="rewrite a legacy .pt checkpoint as a .safetensors one (read "
+                                                   "safely: nothing in it is executed)")
+    cv.add_argument("old", help="the checkpoint to convert (legacy .pt or .safetensors)")
+    cv.add_argument("new", help="the .safetensors file to write")
+    cv.set_defaults(func=_convert)
 
     runner.add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
     return parser

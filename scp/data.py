@@ -6,22 +6,29 @@ Where data comes from (:func:`load_dataset` and every ``load_*`` loader), first 
    default file (``<dir>/<file>`` or ``<dir>/<folder>/<file>``);
 2. ``$SCP_DATA_DIR/<folder>/<file>`` (see :data:`DATASETS` for folders and file names);
 3. the Hugging Face hub through ``datasets.load_dataset``, when that package is importable and
-   the hub reachable (HotpotQA, MS MARCO and MuSiQue only);
+   the hub reachable (HotpotQA, MS MARCO and MuSiQue only): with ``HF_HUB_OFFLINE`` /
+   ``HF_DATASETS_OFFLINE`` set, or no TCP connection to the hub within 3 s, it is not asked at all (no
+   half-minute of retries), and the client's retry warnings are hidden while it downloads;
 4. otherwise :class:`~scp.errors.DataUnavailableError`.
 
 Files may be ``.jsonl``, ``.jsonl.gz``, ``.json`` (one array) or ``.json.gz``.  The same file always
 gives the same examples in the same order.  A file that cannot be read (not gzip, truncated, not
 JSON) or a record not in the dataset's layout raises :class:`~scp.errors.DataFormatError` naming the
-file and the line (``.jsonl``) or record number (``.json``).  Splits are not the datasets' own: :func:`split_of`
+file and the line (``.jsonl``) or record number (``.json``); so does an example id that appears twice (naming
+both lines: a repeated example would count twice in every mean; FEVER, whose ids hash the claim, merges records
+repeating a claim instead, see :func:`load_fever`).  Splits are not the datasets' own: :func:`split_of`
 assigns every id to train/validation/test (80/10/10) by hashing it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
+import logging
 import os
+import sys
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
 import numpy as np
 
 from scp.errors import DataFormatError, DataUnavailableError
-from scp.text import split_sentences
+from scp.text import is_blank, split_sentences
 
 from .errors import InputError
 
@@ -73,9 +80,14 @@ class Example:
         bad = [i for i, label in enumerate(self.labels) if label not in (0, 1)]
         if bad:
             raise DataFormatError(f"{where}: labels must be 0 or 1; unit {bad[0]} has {self.labels[bad[0]]}")
-        bad = [i for i, unit in enumerate(self.units) if not isinstance(unit, str) or not unit or unit != unit.strip()]
+        bad = [i for i, unit in enumerate(self.units) if not isinstance(unit, str) or is_blank(unit)
+               or unit != unit.strip()]
         if bad:
-            raise DataFormatError(f"{where}: unit {bad[0]} is empty or not stripped: {self.units[bad[0]]!r}")
+            raise DataFormatError(f"{where}: unit {bad[0]} is empty or not stripped (only whitespace or invisible "
+                                  f"characters count as empty): {self.units[bad[0]]!r}")
+        if not isinstance(self.query, str) or is_blank(self.query):
+            raise DataFormatError(f"{where}: the question (query) is empty (only whitespace or invisible characters "
+                                  f"count as empty): {self.query!r}")
         if self.granularity not in ("sentence", "paragraph"):
             raise DataFormatError(f"{where}: granularity must be 'sentence' or 'paragraph', not {self.granularity!r}")
 
@@ -206,6 +218,9 @@ def _located_records(path: Path) -> Iterator[Located]:
     except json.JSONDecodeError as error:
         line = error.lineno if is_array else lineno
         raise DataFormatError(f"{path} line {line}: not valid JSON ({error.msg} at column {error.colno})") from error
+    except RecursionError:  # json's decoder recurses once per nested [ or {
+        where = f"{path} line {lineno}" if not is_array else str(path)
+        raise DataFormatError(f"{where}: JSON nested too deeply to be a record") from None
     except UnicodeDecodeError as error:
         raise DataFormatError(f"{path}: not UTF-8 text{after} ({error.reason})") from error
     except EOFError as error:
@@ -230,18 +245,68 @@ def _find_in_dir(directory: Path, source: DatasetSource) -> Path | None:
     return None
 
 
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+_HUB_LOGGERS = ("huggingface_hub", "datasets", "fsspec", "urllib3", "httpx", "filelock")
+NOT_INSTALLED = "the `datasets` package is not installed"
+
+
+def _hub_unavailable() -> str | None:
+    """Why the hub is not worth asking (offline mode set, or no TCP connection to it within 3 s), else ``None``.
+
+    Checked before ``datasets.load_dataset``, whose retries take half a minute and a dozen log lines offline."""
+    from .embed import hub_reachable
+
+    for var in _OFFLINE_VARS:
+        if os.environ.get(var, "").strip().lower() in {"1", "true", "yes", "on"}:
+            return f"{var} is set (offline mode)"
+    if not hub_reachable():
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+        return f"the hub ({endpoint}) is unreachable (no connection within 3 s: offline?)"
+    return None
+
+
+def _datasets_missing() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("datasets") is None
+    except ValueError:  # imported already, without a spec
+        return "datasets" not in sys.modules
+
+
+@contextlib.contextmanager
+def _quiet_hub_logs() -> Iterator[None]:
+    """Hide the hub client's warnings (one per retry) while ``datasets.load_dataset`` runs; errors still show."""
+    loggers = [logging.getLogger(name) for name in _HUB_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def _from_hub(source: DatasetSource) -> tuple[Iterable[dict[str, Any]] | None, str]:
-    """Rows from the hub, or ``None`` and the reason they could not be had."""
+    """Rows from the hub, or ``None`` and the reason they could not be had (no source, no ``datasets``,
+    offline, or the download failed)."""
     if source.hub is None:
         return None, "no Hugging Face hub source is configured for this dataset"
+    if _datasets_missing():
+        return None, NOT_INSTALLED
+    blocked = _hub_unavailable()
+    if blocked:
+        return None, blocked
     try:
         import datasets
     except ImportError:
-        return None, "the `datasets` package is not installed"
+        return None, NOT_INSTALLED
     args, kwargs = source.hub
     try:
-        return datasets.load_dataset(*args, **kwargs), ""
-    except Exception as exc:  # offline, renamed repo, ...: the caller raises DataUnavailableError
+        with _quiet_hub_logs():
+            return datasets.load_dataset(*args, **kwargs), ""
+    except Exception as exc:  # renamed repo, interrupted download, ...: the caller raises DataUnavailableError
         return None, f"datasets.load_dataset{args} failed: {type(exc).__name__}: {exc}"
 
 
@@ -268,13 +333,16 @@ def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[Located
     if not data_dir:
         looked = f"{DATA_DIR_ENV} is not set"
     elif Path(data_dir).is_dir():
-        looked = f"{DATA_DIR_ENV}={data_dir!r} holds no {source.folder}/{source.filename}"
+        tried = (Path(data_dir) / source.filename, Path(data_dir) / source.folder / source.filename)
+        looked = f"neither {tried[0]} nor {tried[1]} exists ({DATA_DIR_ENV}={data_dir!r})"
     else:
         looked = f"{DATA_DIR_ENV}={data_dir!r} is not a directory"
+    online = ("" if source.hub is None else ", or install `datasets` (pip install 'scp[online]') and go online"
+              if reason == NOT_INSTALLED else ", or go online (it is then downloaded from the hub)")
     raise DataUnavailableError(
         f"{name} is not available: {looked}, and from the Hugging Face hub: {reason}. "
-        f"Set {DATA_DIR_ENV} to a directory holding {source.folder}/{source.filename} or pass path=..., "
-        "or install `datasets` (pip install 'scp[online]') and go online."
+        f"Set {DATA_DIR_ENV} to a directory holding {source.folder}/{source.filename} "
+        f"(export {DATA_DIR_ENV}=/path/to/data), or pass --data FILE (path=... in Python){online}."
     )
 
 
@@ -291,7 +359,8 @@ def _parsed(name: str, where: str, parse: Callable[[R], T], record: R) -> T:
         raise DataFormatError(f"{where}: {error}") from error
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
         source = DATASETS[name]
-        detail = f"missing key {error}" if isinstance(error, KeyError) else f"{type(error).__name__}: {error}"
+        detail = (f"missing key {error}" if isinstance(error, KeyError) else str(error)
+                  if isinstance(error, _LayoutError) else f"{type(error).__name__}: {error}")
         expected = f"expected {source.layout}"
         raise DataFormatError(f"{where}: not in the {source.title} layout: {detail} ({expected})") from error
 
@@ -304,15 +373,88 @@ def _take(
     split: str | None,
     limit: int | None,
 ) -> list[Example]:
-    """Build the examples of ``split`` from (where, record) pairs in record order, stopping after ``limit``."""
+    """Build the examples of ``split`` from (where, record) pairs in record order, stopping after ``limit``.
+
+    An id seen twice (among the records read) is a :class:`DataFormatError` naming the file, the id and both
+    places: a repeated example would be evaluated twice and count twice in every mean and its n."""
     _check_split(split)
     out: list[Example] = []
+    seen: dict[str, str] = {}
     for where, record in records:
         if limit is not None and len(out) >= limit:
             break
-        if split is None or split_of(_parsed(name, where, record_id, record)) == split:
+        ex_id = _parsed(name, where, record_id, record)
+        if ex_id in seen:
+            raise DataFormatError(_duplicate_message(ex_id, seen[ex_id], where))
+        seen[ex_id] = where
+        if split is None or split_of(ex_id) == split:
             out.append(_parsed(name, where, build, record))
     return out
+
+
+def _duplicate_message(ex_id: str, first: str, again: str) -> str:
+    """``<file> lines 3 and 7: example id 'x' appears twice …`` (``first``/``again``: "<file> line N")."""
+    head, _, n1 = first.rpartition(" ")
+    head2, _, n2 = again.rpartition(" ")
+    if head == head2 and head.endswith((" line", " record", " row")):
+        place, unit = head.rsplit(" ", 1)
+        where = f"{place} {unit}s {n1} and {n2}"
+    else:
+        where = f"{first} and {again}"
+    return (f"{where}: example id {ex_id!r} appears twice (the same example would be evaluated twice and count "
+            "twice); remove the repeated record")
+
+
+# --------------------------------------------------------------------------- field checks shared by the loaders
+
+
+class _LayoutError(ValueError):
+    """A field of a record has the wrong type or shape; :func:`_parsed` reports it with the layout expected."""
+
+
+def _kind(value: Any) -> str:
+    """``value``'s JSON-ish type, with the value itself when it is a short scalar: ``str 'abc'``, ``int 2``."""
+    if value is None:
+        return "null"
+    if isinstance(value, (str, bytes, bool, int, float, np.generic)):
+        return f"{type(value).__name__} {value!r:.40}"
+    return type(value).__name__
+
+
+def _str_list(value: Any, what: str) -> list[str]:
+    """``value`` as a list of strings; a string (which would split into letters) or anything else raises."""
+    if not isinstance(value, (list, tuple)):
+        raise _LayoutError(f"{what} must be a list of strings, not {_kind(value)}")
+    bad = [i for i, item in enumerate(value) if not isinstance(item, str)]
+    if bad:
+        raise _LayoutError(f"{what} must be a list of strings; item {bad[0]} is {_kind(value[bad[0]])}")
+    return list(value)
+
+
+def _columns(table: Any, keys: tuple[str, ...], what: str) -> list[list[Any]]:
+    """The lists ``table[key]`` of a column layout (the Hugging Face one), which must all be of one length."""
+    if not isinstance(table, dict):
+        raise _LayoutError(f"{what} must be an object of lists {', '.join(keys)}, not {_kind(table)}")
+    columns = [table[key] for key in keys]
+    for key, column in zip(keys, columns):
+        if not isinstance(column, (list, tuple)):
+            raise _LayoutError(f"{what}.{key} must be a list, not {_kind(column)}")
+    lengths = {key: len(column) for key, column in zip(keys, columns)}
+    if len(set(lengths.values())) != 1:
+        listed = ", ".join(f"{len(c)} {k}" for k, c in zip(keys, columns))
+        raise _LayoutError(f"{what} has lists of different lengths ({listed}): they must be one entry per item")
+    return [list(column) for column in columns]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _flag(value: Any, what: str) -> int:
+    """A 0/1 label given as a bool or as the integer 0 or 1 (never a string such as "false")."""
+    if isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1)):
+        return int(value)
+    raise _LayoutError(f"{what} must be true/false or 0/1, not {_kind(value)}")
 
 
 # --------------------------------------------------------------------------- HotpotQA and 2WikiMultiHopQA
@@ -326,18 +468,39 @@ def _hotpot_layout(record: dict[str, Any]) -> tuple[list[tuple[str, list[str]]],
     """``context`` as (title, sentences) pairs and ``supporting_facts`` as (title, sent_id), either layout."""
     ctx, facts = record["context"], record["supporting_facts"]
     if isinstance(ctx, dict):  # Hugging Face layout
-        ctx = zip(ctx["title"], ctx["sentences"])
+        ctx = zip(*_columns(ctx, ("title", "sentences"), "context"))
+    elif not isinstance(ctx, list):
+        raise _LayoutError(f"context must be a list of [title, sentences] pairs, not {_kind(ctx)}")
     if isinstance(facts, dict):
-        facts = zip(facts["title"], facts["sent_id"])
-    return [(str(t), list(s)) for t, s in ctx], [(str(t), int(i)) for t, i in facts]
+        facts = zip(*_columns(facts, ("title", "sent_id"), "supporting_facts"))
+    elif not isinstance(facts, list):
+        raise _LayoutError(f"supporting_facts must be a list of [title, sentence index] pairs, not {_kind(facts)}")
+    paragraphs, resolved_facts = [], []
+    for k, (title, sentences) in enumerate(ctx):
+        if not isinstance(title, str):
+            raise _LayoutError(f"context paragraph {k}: its title must be a string, not {_kind(title)}")
+        paragraphs.append((title, _str_list(sentences, f"context paragraph {k} ({title!r}): its sentences")))
+    for k, (title, sent_id) in enumerate(facts):
+        if not isinstance(title, str) or not _is_int(sent_id):
+            raise _LayoutError(f"supporting_facts entry {k} must be [title, sentence index] with a string title "
+                               f"and an integer index, not [{_kind(title)}, {_kind(sent_id)}]")
+        resolved_facts.append((title, int(sent_id)))
+    return paragraphs, resolved_facts
+
+
+def _answer(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _LayoutError(f"answer must be a string, not {_kind(value)}")
+    return value.strip()
 
 
 def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
     """One HotpotQA-style record (original or HF layout) at sentence granularity.
 
     Exact duplicate paragraphs (same title and sentences, as in a few 2Wiki contexts) are kept once
-    and empty sentences are dropped.  A supporting fact ``[title, sent_id]`` marks sentence
-    ``sent_id`` of the paragraph(s) with that title; one that resolves to no non-empty sentence
+    and empty sentences (:func:`scp.text.is_blank`: whitespace or invisible characters only) are dropped.
+    A supporting fact ``[title, sent_id]`` marks sentence ``sent_id`` of the paragraph(s) with that title;
+    one that resolves to no non-empty sentence
     raises ``DataFormatError`` naming the example id.
     """
     ex_id = _hotpot_id(record)
@@ -351,7 +514,7 @@ def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
     resolved: set[tuple[str, int]] = set()
     for pid, (title, sentences) in enumerate(paragraphs):
         for sent_id, sentence in enumerate(sentences):
-            if not sentence.strip():
+            if is_blank(sentence):
                 continue
             units.append(sentence.strip())
             labels.append(int((title, sent_id) in fact_set))
@@ -372,7 +535,7 @@ def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
         labels=tuple(labels),
         titles=tuple(titles),
         paragraph_ids=tuple(pids),
-        answers=(str(record["answer"]).strip(),),
+        answers=(_answer(record["answer"]),),
         dataset=dataset,
         granularity="sentence",
         meta=meta,
@@ -406,12 +569,16 @@ def load_2wiki(
 
 def _musique_example(record: dict[str, Any], granularity: Granularity) -> Example:
     units, labels, titles, pids = [], [], [], []
+    if not isinstance(record["paragraphs"], list):
+        raise _LayoutError(f"paragraphs must be a list of {{title, paragraph_text, is_supporting}} objects, not "
+                           f"{_kind(record['paragraphs'])}")
     for pid, para in enumerate(record["paragraphs"]):
         pieces = [para["paragraph_text"].strip()] if granularity == "paragraph" else split_sentences(para["paragraph_text"])
+        label = _flag(para["is_supporting"], f"paragraph {pid}: is_supporting")
         for piece in pieces:
-            if piece:
+            if not is_blank(piece):
                 units.append(piece)
-                labels.append(int(bool(para["is_supporting"])))
+                labels.append(label)
                 titles.append(para["title"].strip())
                 pids.append(pid)
     ex_id = str(record["id"])
@@ -422,7 +589,8 @@ def _musique_example(record: dict[str, Any], granularity: Granularity) -> Exampl
         labels=tuple(labels),
         titles=tuple(titles),
         paragraph_ids=tuple(pids),
-        answers=tuple(a.strip() for a in [record["answer"], *record.get("answer_aliases", [])]),
+        answers=tuple(a.strip() for a in [_answer(record["answer"]),
+                                          *_str_list(record.get("answer_aliases", []), "answer_aliases")]),
         dataset="musique",
         granularity=granularity,
         meta={
@@ -465,19 +633,22 @@ _MSMARCO_NO_ANSWER = "No Answer Present."
 
 
 def _msmarco_example(record: dict[str, Any]) -> Example:
-    passages = record["passages"]
-    kept = [i for i, text in enumerate(passages["passage_text"]) if text.strip()]
+    texts, selected, urls = _columns(record["passages"], ("passage_text", "is_selected", "url"), "passages")
+    texts = _str_list(texts, "passages.passage_text")
+    labels = [_flag(x, f"passages.is_selected[{i}]") for i, x in enumerate(selected)]
+    answers = _str_list(record.get("answers", []), "answers")
+    kept = [i for i, text in enumerate(texts) if not is_blank(text)]
     return Example(
         id=str(record["query_id"]),
         query=record["query"].strip(),
-        units=tuple(passages["passage_text"][i].strip() for i in kept),
-        labels=tuple(int(passages["is_selected"][i]) for i in kept),
+        units=tuple(texts[i].strip() for i in kept),
+        labels=tuple(labels[i] for i in kept),
         titles=("",) * len(kept),
         paragraph_ids=tuple(range(len(kept))),
-        answers=tuple(a.strip() for a in record.get("answers", []) if a.strip() and a.strip() != _MSMARCO_NO_ANSWER),
+        answers=tuple(a.strip() for a in answers if a.strip() and a.strip() != _MSMARCO_NO_ANSWER),
         dataset="msmarco",
         granularity="paragraph",
-        meta={"query_type": record.get("query_type"), "urls": tuple(passages["url"][i] for i in kept)},
+        meta={"query_type": record.get("query_type"), "urls": tuple(urls[i] for i in kept)},
     )
 
 
@@ -502,10 +673,18 @@ def _fever_id(claim: str) -> str:
 
 def _fever_claim(record: dict[str, Any]) -> dict[str, Any]:
     """The fields of one FEVER record that :func:`load_fever` uses."""
+    claim, label, evidence = record["claim"], record["label"], record["gold_evidence"]
+    if not isinstance(claim, str) or is_blank(claim):
+        raise DataFormatError(f"the claim is empty or not a string (only whitespace or invisible characters count "
+                              f"as empty): {claim!r:.40}")
+    if not isinstance(label, str) or is_blank(label):
+        raise _LayoutError(f"label must be a string such as SUPPORTS or REFUTES, not {_kind(label)}")
+    if not isinstance(evidence, list):
+        raise _LayoutError(f"gold_evidence must be a list of [title, sentence] pairs, not {_kind(evidence)}")
     return {
-        "claim": record["claim"].strip(),
-        "label": record["label"],
-        "evidence": [(t.strip(), s.strip()) for t, s in record["gold_evidence"] if s.strip()],
+        "claim": claim.strip(),
+        "label": label,
+        "evidence": [(t.strip(), s.strip()) for t, s in evidence if not is_blank(s)],
         "rows": [record.get("row")],
     }
 

@@ -36,6 +36,7 @@ from .errors import InputError
 from .metrics import aggregate
 from .plot import color as plot_color
 from .plot import marker as plot_marker
+from .text import is_blank
 
 __all__ = ["VARIANTS", "METHODS", "LABELS", "COLORS", "MARKERS", "GreedyResult", "greedy", "greedy_select",
            "divergence_along", "tfidf_scores", "unit_scores", "top_k", "evidence_prf", "selection_record",
@@ -174,7 +175,7 @@ def divergence_along(lm, question: str, context: Sequence[str], updates: Sequenc
     from .llm import token_distributions
 
     base, ups = list(context), list(updates)
-    if not trajectory or not trajectory.strip():
+    if not trajectory or is_blank(trajectory):
         return np.zeros(len(ups))
     contexts = [base] + [base + [u] for u in ups]
     dists = token_distributions(lm, [question] * len(contexts), contexts, [trajectory] * len(contexts),
@@ -218,7 +219,7 @@ def greedy_select(lm, question: str, candidates: Sequence[str], variant: str = "
         raise InputError("no candidates to select from")
     t0, calls, tokens = time.perf_counter(), 0, 0
     if variant == "utility":
-        if not answer or not answer.strip():
+        if not answer or is_blank(answer):
             raise InputError("the 'utility' variant needs the gold answer (answer=...)")
         target = answer
     else:
@@ -228,7 +229,7 @@ def greedy_select(lm, question: str, candidates: Sequence[str], variant: str = "
             calls, tokens = 1, len(lm.prompt_ids(question, texts)) + int(reply.tokens or 0)
         target = trajectory
     sizes = np.array([len(lm.answer_ids(u)) for u in texts], dtype=np.float64)
-    n_target = len(lm.answer_ids(target)) if target.strip() else 0
+    n_target = len(lm.answer_ids(target)) if not is_blank(target) else 0
 
     def score(chosen: list[int], remaining: list[int]) -> np.ndarray:
         nonlocal calls, tokens

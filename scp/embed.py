@@ -41,6 +41,7 @@ from scp.errors import CacheDirectoryError, ModelUnavailableError
 from scp.io import atomic_open
 from scp.text import word_tokens
 
+from .devices import default_device
 from .errors import InputError, InputTypeError
 
 T = TypeVar("T")
@@ -78,11 +79,53 @@ def _tcp_reachable(host: str, port: int, timeout: float) -> bool:
 
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hugging Face hub (``HF_ENDPOINT``, default huggingface.co) accepts a TCP connection
-    within ``timeout`` seconds and offline mode is not requested.  The probe runs once per process."""
+    within ``timeout`` seconds and offline mode is not requested; behind a proxy (``HTTPS_PROXY`` …, unless
+    ``NO_PROXY`` names the hub) the proxy is probed instead.  The probe runs once per process."""
+    import urllib.request
+
     if hub_offline_requested():
         return False
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
-    return _tcp_reachable(url.hostname or "huggingface.co", url.port or (443 if url.scheme == "https" else 80), timeout)
+    host = url.hostname or "huggingface.co"
+    proxy = urllib.request.getproxies().get(url.scheme or "https")
+    if proxy and not urllib.request.proxy_bypass(host):
+        url = urlparse(proxy if "://" in proxy else f"http://{proxy}")
+        host = url.hostname or host
+    return _tcp_reachable(host, url.port or (443 if url.scheme == "https" else 80), timeout)
+
+
+class quiet_weight_loading:
+    """Within this block, transformers draws no progress bar (its "Loading weights: …" bar on stderr).
+
+    Loading a model is quick and says nothing the user needs; left on, the bar becomes a second stderr line in
+    front of any one-line error a command reports after the load.  Only transformers' own bars are silenced
+    (through its tqdm hook, when it has one): its log messages and warnings, and huggingface_hub's download bars,
+    are left as they are.
+    """
+
+    def __enter__(self) -> "quiet_weight_loading":
+        self._hooked = False
+        try:
+            from transformers.utils import logging as hf_logging
+        except Exception:  # transformers not installed, or a broken install: nothing to silence
+            return self
+        set_hook = getattr(hf_logging, "set_tqdm_hook", None)  # transformers >= 5 (whose loader draws the bar)
+        if set_hook is None:
+            return self
+        previous = None
+
+        def no_bar(factory: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+            kwargs = {**kwargs, "disable": True}
+            return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
+
+        previous = set_hook(no_bar)
+        self._restore = lambda: set_hook(previous)
+        self._hooked = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._hooked:
+            self._restore()
 
 
 def load_hub_model(repo_id: str, load: Callable[[bool], T], what: str) -> T:
@@ -111,8 +154,9 @@ def load_hf_model(repo_id: str, model_class: str, device: str, what: str, **kwar
     import transformers
 
     def load(local: bool) -> tuple[Any, Any]:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(repo_id, local_files_only=local)
-        model = getattr(transformers, model_class).from_pretrained(repo_id, local_files_only=local, **kwargs)
+        with quiet_weight_loading():
+            tokenizer = transformers.AutoTokenizer.from_pretrained(repo_id, local_files_only=local)
+            model = getattr(transformers, model_class).from_pretrained(repo_id, local_files_only=local, **kwargs)
         return tokenizer, model.to(device).eval()
 
     return load_hub_model(repo_id, load, what)
@@ -125,13 +169,6 @@ def require_package(module: str, pip_name: str, purpose: str) -> Path:
         raise ModelUnavailableError(f"{purpose} needs the Python package '{pip_name}': pip install {pip_name}")
     locations = list(spec.submodule_search_locations or [])
     return Path(locations[0]) if locations else Path(spec.origin or "").parent
-
-
-def default_device() -> str:
-    """``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -241,7 +278,8 @@ class SentenceTransformerEmbedder(Embedder):
             from sentence_transformers import SentenceTransformer
 
             def load(local_only: bool) -> Any:
-                return SentenceTransformer(self.model_name, device=self.device, local_files_only=local_only)
+                with quiet_weight_loading():
+                    return SentenceTransformer(self.model_name, device=self.device, local_files_only=local_only)
 
             if Path(self.model_name).is_dir():
                 try:

@@ -24,11 +24,34 @@ from .features import build_contexts, collate
 from .games import ValueNetGame
 from .io import atomic_open
 from .metrics import aggregate, pairwise_auc, recall_at_keep
-from .prune import regex_tokens, select
+from .prune import is_integer, is_real, regex_tokens, select
 from .shapley import deepsets_shapley, leave_one_out
 from .train import DATASET_KWARGS, PointwiseScorer, load_checkpoint
 
 METHODS = ("random", "bm25", "cosine", "cross-encoder", "llmlingua2", "provence", "scp", "scp-loo")
+CHECKPOINT_METHODS = ("scp", "scp-loo")  # the methods that read a trained checkpoint
+
+
+def _check_checkpoint_use(method: str, checkpoint) -> None:
+    """A checkpoint is needed by, and only applies to, :data:`CHECKPOINT_METHODS`."""
+    if method in CHECKPOINT_METHODS and not checkpoint:
+        raise InputError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+    if method not in CHECKPOINT_METHODS and checkpoint:
+        raise InputError(f"--checkpoint only applies to the methods that use one ({', '.join(CHECKPOINT_METHODS)}); "
+                         f"method {method!r} does not read {checkpoint}: drop --checkpoint, or choose scp or scp-loo")
+
+
+def _check_pointwise_options(checkpoint, model: str, control_variate, adaptive) -> None:
+    """A pointwise checkpoint scores each unit exactly: Monte-Carlo options do not apply to it."""
+    from .train import POINTWISE
+
+    given = [name for name, value in (("--control-variate", control_variate), ("--adaptive", adaptive))
+             if value is not None]
+    if model in POINTWISE and given:
+        raise InputError(f"{' and '.join(given)} do{'es' if len(given) == 1 else ''} not apply to {checkpoint}: its "
+                         f"model is {model!r}, whose scores are exact per unit (one pass, no permutations sampled, so "
+                         "no Monte-Carlo variance to reduce or budget to certify); drop the option or use a Shapley "
+                         "checkpoint")
 
 
 class SCPRanker(Ranker):
@@ -98,9 +121,8 @@ def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "min
     max_permutations, certify_keep, tolerance, bound, control_variate) gives ``scp`` an adaptive budget."""
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
-    if method in ("scp", "scp-loo"):
-        if not checkpoint:
-            raise InputError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+    _check_checkpoint_use(method, checkpoint)
+    if method in CHECKPOINT_METHODS:
         from .pruner import ShapleyPruner
 
         pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
@@ -175,14 +197,15 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
     # every argument is checked before the data are loaded and embedded
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
-    if method in ("scp", "scp-loo") and not checkpoint:
-        raise InputError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
+    _check_checkpoint_use(method, checkpoint)
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be an integer ≥ 1 (or None for every example); got {limit!r}")
-    if not keep_ratios or not all(isinstance(r, (int, float)) and 0 < r <= 1 for r in keep_ratios):
+    if not keep_ratios or not all(is_real(r) and 0 < r <= 1 for r in keep_ratios):  # not a bool, not NaN
         raise InputError(f"keep ratios must be numbers in (0, 1]; got {list(keep_ratios)}")
     if not isinstance(n_permutations, int) or n_permutations < 1:
         raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
+    if not is_integer(seed) or seed < 0:  # NumPy's generators take seeds ≥ 0 only
+        raise InputError(f"seed must be an integer ≥ 0; got {seed!r}")
     options: dict = {}
     if control_variate is not None:
         from .shapley import CONTROL_VARIATES
@@ -203,7 +226,9 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
         check_options(adaptive.get("delta", 0.05), adaptive.get("tolerance", 0.0), adaptive.get("bound", "bernstein"),
                       control_variate)
         options.update(adaptive, certify_keep=keep_ratios[0], min_permutations=n_permutations)
-    config = load_checkpoint(checkpoint)[1] if checkpoint and method in ("scp", "scp-loo") else None
+    config = load_checkpoint(checkpoint)[1] if method in CHECKPOINT_METHODS else None
+    if config is not None:
+        _check_pointwise_options(checkpoint, config.model, control_variate, adaptive)
     examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
     if split not in (None, "all"):
         examples = split_examples(examples, split)

@@ -29,10 +29,30 @@ def as_coalitions(coalitions, n_players: int) -> np.ndarray:
     return C
 
 
-def all_coalitions(n_players: int) -> np.ndarray:
-    """All 2^n coalitions as a (2^n, n) boolean matrix; row m is the bitmask m (player i ↔ bit i)."""
-    masks = np.arange(2**n_players, dtype=np.int64)
+def all_coalitions(n_players: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """All 2^n coalitions as a (2^n, n) boolean matrix; row m is the bitmask m (player i ↔ bit i).
+
+    ``start`` / ``stop`` give only the rows start..stop − 1 (the bitmasks in that range), so the 2^n coalitions
+    can be enumerated in batches without ever building the whole matrix."""
+    stop = 2**n_players if stop is None else min(stop, 2**n_players)
+    masks = np.arange(start, stop, dtype=np.int64)
     return ((masks[:, None] >> np.arange(n_players)) & 1).astype(bool)
+
+
+def real_values(values, what: str) -> np.ndarray:
+    """``values`` as a 1-d float64 array, refusing complex, non-numeric (object, string) or other non-real dtypes.
+
+    ``np.asarray(values, dtype=float64)`` would drop the imaginary part of complex values with only numpy's
+    ComplexWarning (a game valued 1j·|S| would give Shapley values 0); ``what`` names the game in the message.
+    Finiteness is checked where the values are used (:func:`scp.shapley.evaluate_game`)."""
+    raw = np.asarray(values)
+    if raw.dtype.kind not in "biuf":
+        kinds = {"c": "complex", "O": "non-numeric (object)", "U": "string", "S": "bytes"}
+        kind = kinds.get(raw.dtype.kind, "non-real")
+        hint = " (take .real if the imaginary parts are 0)" if raw.dtype.kind == "c" else ""
+        raise InputError(f"{what} gave {kind} values (dtype {raw.dtype}){hint}; a game's values must be real "
+                         "numbers (int or float)")
+    return raw.astype(np.float64).reshape(-1)
 
 
 class Game(abc.ABC):
@@ -42,7 +62,7 @@ class Game(abc.ABC):
 
     def __call__(self, coalitions) -> np.ndarray:
         C = as_coalitions(coalitions, self.n_players)
-        values = np.asarray(self.value(C), dtype=np.float64).reshape(-1)
+        values = real_values(self.value(C), f"{type(self).__name__}.value")
         if values.shape[0] != C.shape[0]:
             raise RuntimeError(f"{type(self).__name__}.value returned {values.shape[0]} values for {C.shape[0]} coalitions")
         return values

@@ -57,6 +57,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import InputError, InputTypeError, ModelUnavailableError, warn_user
+from .text import is_blank
 
 __all__ = [
     "PROMPT", "EMPTY_CONTEXT", "CONTEXT_SEPARATOR", "DEFAULT_LOCAL_MODEL", "Answer", "Reader", "LocalReader",
@@ -91,12 +92,12 @@ _CONVERTED_MARKER = "scp-converted.json"
 
 def join_context(context: str | Sequence[str]) -> str:
     """A context as one string: a ``str`` stripped, a sequence of sentences stripped and joined with
-    :data:`CONTEXT_SEPARATOR` (empty sentences dropped)."""
+    :data:`CONTEXT_SEPARATOR` (empty sentences, :func:`scp.text.is_blank`, dropped)."""
     if isinstance(context, str):
         return context.strip()
     if not isinstance(context, Sequence) or not all(isinstance(s, str) for s in context):
         raise InputTypeError(f"a context is a str or a sequence of str, got {type(context).__name__}")
-    return CONTEXT_SEPARATOR.join(s.strip() for s in context if s.strip())
+    return CONTEXT_SEPARATOR.join(s.strip() for s in context if not is_blank(s))
 
 
 def render_prompt(question: str, context: str | Sequence[str]) -> str:
@@ -120,11 +121,11 @@ def _check_inputs(questions: Sequence[str], contexts: Sequence[Any], answers: Se
     for i, q in enumerate(qs):
         if not isinstance(q, str):
             raise InputTypeError(f"questions[{i}] is {type(q).__name__}, not str")
-        if not q.strip():
-            raise InputError(f"questions[{i}] is empty")
+        if is_blank(q):
+            raise InputError(f"questions[{i}] is empty (only whitespace or invisible characters): {q!r}")
     if not allow_empty_context:
         for i, c in enumerate(cs):
-            if not c:
+            if is_blank(c):
                 raise InputError(f"contexts[{i}] is empty: a reader needs a context to read")
     if answers is None:
         return qs, cs, None
@@ -132,7 +133,7 @@ def _check_inputs(questions: Sequence[str], contexts: Sequence[Any], answers: Se
     for i, a in enumerate(ans):
         if not isinstance(a, str):
             raise InputTypeError(f"answers[{i}] is {type(a).__name__}, not str")
-        if not a.strip():
+        if is_blank(a):
             raise InputError(f"answers[{i}] is empty: log P of an empty answer is 0 by definition")
     return qs, cs, ans
 
@@ -659,8 +660,8 @@ def _check_updates(context: str | Sequence[str], updates: Sequence[str]) -> tupl
     base = [context] if isinstance(context, str) else list(context)
     ups = _check_list("updates", updates)
     for i, u in enumerate(ups):
-        if not isinstance(u, str) or not u.strip():
-            raise InputError(f"updates[{i}] must be a non-empty str")
+        if not isinstance(u, str) or is_blank(u):
+            raise InputError(f"updates[{i}] must be a non-empty str (not only whitespace or invisible characters)")
     return base, ups
 
 
@@ -693,7 +694,7 @@ def trajectory_divergence(lm: LocalReader, question: str, context: str | Sequenc
     if trajectories is None:
         trajectories = [a.text for a in lm.answer([question] * len(ups), with_u)]
     ys = _check_list("trajectories", trajectories, len(ups))
-    scored = [k for k, y in enumerate(ys) if isinstance(y, str) and y.strip()]
+    scored = [k for k, y in enumerate(ys) if isinstance(y, str) and not is_blank(y)]
     out = np.zeros(len(ups), dtype=np.float64)
     if not scored:
         return out

@@ -43,6 +43,7 @@ from .metrics import aggregate, jaccard_at_k, kendall_tau_b
 from .plot import color as plot_color
 from .plot import marker as plot_marker
 from .shapley import derive_seed, leave_one_out, max_shapley, monte_carlo, shapley_from_table
+from .text import is_blank
 
 __all__ = ["KEY_POINT_SOURCE", "LABELS", "PAPER", "STYLES", "CoalitionTable", "LookupGame", "Query", "Relevance",
            "Scored", "choose_sources", "coalition_order", "draw_methods", "embedding_relevance", "estimator_rows",
@@ -220,7 +221,7 @@ def _check_triples(questions, contexts, answers) -> None:
         raise InputError(f"{len(questions)} questions, {len(contexts)} contexts, {len(answers)} answers: "
                          "one of each per sequence is needed")
     for i, (q, a) in enumerate(zip(questions, answers)):
-        if not isinstance(q, str) or not q.strip() or not isinstance(a, str) or not a.strip():
+        if not isinstance(q, str) or is_blank(q) or not isinstance(a, str) or is_blank(a):
             raise InputError(f"sequence {i}: questions and answers must be non-empty strings")
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from .errors import InputError, InputTypeError
+from .text import is_blank
 
 
 def _scores_labels(scores: Sequence[float], labels: Sequence[int | bool]) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +230,7 @@ def needle_recall(kept_text: str, needles: Sequence[str]) -> float:
         raise InputTypeError("needles must be a sequence of strings, not a single string")
     if not needles:
         return math.nan
-    if any(not n.strip() for n in needles):
+    if any(is_blank(n) for n in needles):
         raise InputError("needles must be non-empty strings")
     found = [re.search(rf"(?<!\w){re.escape(n.strip())}(?!\w)", kept_text, flags=re.IGNORECASE) is not None
              for n in needles]

@@ -8,15 +8,30 @@ model download.  Any callable ``str -> list`` can be passed instead, with its na
 from __future__ import annotations
 
 import math
+import numbers
 import re
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from .errors import InputError, InputTypeError, warn_user
+from .text import is_blank
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def str_list(value, name: str) -> list:
+    """``value`` (a list, tuple or other ordered sequence, or a 1-d numpy array) as a list; a str, a dict, a set or
+    any unordered or non-sequence value is an :class:`InputTypeError` naming ``name`` (``list(d)`` would silently
+    take a dict's keys, ``list("abc")`` its letters)."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        return value.tolist()
+    if isinstance(value, (str, bytes, Mapping, Set)) or not isinstance(value, Sequence):
+        raise InputTypeError(f"{name} must be a list or tuple of str (one per sentence), not a "
+                             f"{type(value).__name__}")
+    return list(value)
 
 
 def regex_tokens(text: str) -> list[str]:
@@ -64,6 +79,16 @@ class PruneResult:
                 "token_ratio": self.token_ratio, "compression_rate": self.compression_rate}
 
 
+def is_real(value) -> bool:
+    """A real number, Python or NumPy (``np.float32(0.5)``, ``np.int64(3)``), but not a bool (NaN is a real)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def is_integer(value) -> bool:
+    """An integer, Python or NumPy (``np.int64(3)``), but not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def check_criterion(*, top_k=None, keep_ratio=None, threshold=None, token_budget=None) -> str:
     """Validate that exactly one pruning criterion is given, with a valid value; returns its description.
 
@@ -74,17 +99,18 @@ def check_criterion(*, top_k=None, keep_ratio=None, threshold=None, token_budget
     if len(given) != 1:
         raise InputError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
     (name, value), = given.items()
-    is_int = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    is_int = is_integer(value)
     if name == "top_k" and not (is_int and value >= 1):
         raise InputError(f"top_k must be an integer ≥ 1; got {value!r}")
-    if name == "keep_ratio" and not (isinstance(value, (int, float, np.floating)) and not isinstance(value, bool)
-                                     and 0 < value <= 1):
+    if name == "keep_ratio" and not (is_real(value) and 0 < value <= 1):  # NaN fails the comparison
         raise InputError(f"keep_ratio must be a number in (0, 1]; got {value!r} ({type(value).__name__})")
-    if name == "threshold" and not (value == "mean" or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                                        and math.isfinite(value))):
+    if name == "threshold" and not ((isinstance(value, str) and value == "mean")
+                                    or (is_real(value) and math.isfinite(value))):
         raise InputError(f"threshold must be 'mean' or a finite number; got {value!r}")
     if name == "token_budget" and not (is_int and value >= 0):
         raise InputError(f"token_budget must be a non-negative integer; got {value!r} ({type(value).__name__})")
+    if isinstance(value, np.generic):  # described by the Python number it is: np.float32(0.1) is 0.10000000149…,
+        value = value.item()           # which keeps more units than 0.1 and must not read "keep_ratio=0.1"
     return f"{name}={value}"
 
 
@@ -110,7 +136,7 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
     if top_k is not None:
         keep = order[:min(top_k, n)]
     elif keep_ratio is not None:
-        keep = order[:max(1, math.ceil(keep_ratio * n - 1e-9))]
+        keep = order[:max(1, math.ceil(float(keep_ratio) * n - 1e-9))]  # in float64, as the description reads
     elif threshold is not None:
         keep = np.flatnonzero(s >= (s.mean() if threshold == "mean" else float(threshold)) - 1e-12)
     else:
@@ -133,13 +159,17 @@ def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | Non
           tokenizer: Callable[[str], list] | None = None, tokenizer_name: str | None = None,
           separator: str = " ") -> PruneResult:
     """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
-    sentences = list(sentences)
+    sentences = str_list(sentences, "sentences")
     if not sentences:
         raise InputError("empty context: nothing to prune")
     if len(scores) != len(sentences):
         raise InputError(f"got {len(scores)} scores for {len(sentences)} sentences")
     if not all(isinstance(t, str) for t in sentences):
         raise InputTypeError("sentences must be strings")
+    blank = [i for i, t in enumerate(sentences) if is_blank(t)]
+    if blank:
+        raise InputError(f"sentence {blank[0]} is empty (only whitespace or invisible characters): "
+                         f"{sentences[blank[0]]!r}; drop it before pruning")
     tokenize = tokenizer or regex_tokens
     name = tokenizer_name or ("regex-words" if tokenizer is None else getattr(tokenizer, "__name__", "custom"))
     counts = [len(tokenize(t)) for t in sentences]

@@ -1,6 +1,6 @@
 """The pruner a user meets first: a trained checkpoint ranks sentences by Shapley value and keeps the best.
 
->>> pruner = ShapleyPruner.from_checkpoint("models/scp-hotpotqa-best.pt")
+>>> pruner = ShapleyPruner.from_checkpoint("models/scp-hotpotqa-best.safetensors")
 >>> pruner.rank("Who founded X?", sentences, titles=titles).values    # one Shapley value per sentence
 >>> pruner.prune("Who founded X?", text, keep_ratio=0.5).kept_text
 
@@ -17,12 +17,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .errors import InputError, warn_user
+from .devices import resolve_device
+from .errors import InputError, InputTypeError, warn_user
 from .features import build_contexts
 from .games import ValueNetGame
-from .prune import PruneResult, check_criterion, prune
+from .prune import PruneResult, check_criterion, prune, str_list
 from .shapley import ESTIMATORS, ShapleyResult, derive_seed, estimate, monte_carlo
-from .text import split_sentences
+from .text import is_blank, split_sentences
 from .train import PointwiseScorer, TrainConfig, load_checkpoint
 
 __all__ = ["ShapleyPruner", "MAX_UNITS"]
@@ -42,6 +43,11 @@ class ShapleyPruner:
     ("bernstein" and "hoeffding" are rigorous, "student" is the asymptotic CLT interval) and ``tolerance`` the
     ε of an ε-certified Top-K set.  ``control_variate="position"`` (Monte Carlo on a value network, fixed or
     adaptive M) subtracts the unbiased position control variate (:func:`scp.shapley.first_layer_shapley`).
+    A pointwise checkpoint scores each unit exactly in one pass: ``estimator``, ``estimator_options``,
+    ``control_variate`` and an adaptive budget do not apply to it and are refused (:class:`~scp.errors.InputError`).
+    Sentences and titles are lists or tuples of str (a dict, a set or a str of titles is an
+    :class:`~scp.errors.InputTypeError`); a sentence or query that is blank (:func:`scp.text.is_blank`: only
+    whitespace or invisible characters such as U+200B) is refused like an empty one.
     """
 
     def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
@@ -72,8 +78,18 @@ class ShapleyPruner:
         self.min_permutations, self.max_permutations = min_permutations, max_permutations
         self.model, self.config, self.embedder = model.eval(), config, embedder
         self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
-        self.device, self.max_units = device, max_units
+        self.device, self.max_units = None if device is None else resolve_device(device), max_units
         self.estimator_options = dict(estimator_options or {})
+        if isinstance(model, PointwiseScorer):
+            given = dict(estimator=estimator if estimator != "monte_carlo" else None,
+                         n_permutations=n_permutations if self.adaptive else None,
+                         control_variate=control_variate, estimator_options=estimator_options or None)
+            ignored = [f"{k}={v!r}" for k, v in given.items() if v is not None]
+            if ignored:
+                raise InputError(f"{', '.join(ignored)} does not apply to this checkpoint: its model is "
+                                 f"{config.model!r}, which scores each unit exactly in one pass (no permutations "
+                                 "are sampled, so there is no Shapley estimator, control variate or adaptive budget to "
+                                 "apply); drop the option or use a Shapley checkpoint (a set model such as 'deepsets')")
 
     @classmethod
     def from_checkpoint(cls, path, embedder=None, cache_dir=None, **kwargs) -> "ShapleyPruner":
@@ -88,6 +104,12 @@ class ShapleyPruner:
 
     def units(self, sentences: Sequence[str], titles: Sequence[str] | None) -> list[str]:
         """The unit texts the network reads: "Title: sentence" when trained so and titles are given."""
+        if titles is not None:
+            titles = str_list(titles, "titles")
+            bad = [i for i, t in enumerate(titles) if not isinstance(t, str)]
+            if bad:
+                raise InputTypeError(f"titles must be a list or tuple of str; title {bad[0]} is a "
+                                     f"{type(titles[bad[0]]).__name__}: {titles[bad[0]]!r}")
         if titles is None:
             if self.config.with_title:
                 warn_user("this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
@@ -95,16 +117,18 @@ class ShapleyPruner:
             return list(sentences)
         if len(titles) != len(sentences):
             raise InputError(f"got {len(titles)} titles for {len(sentences)} sentences")
-        return [f"{t}: {s}" if t else s for t, s in zip(titles, sentences)]
+        return [s if is_blank(t) else f"{t}: {s}" for t, s in zip(titles, sentences)]
 
     def _check(self, query: str, sentences: list[str]) -> None:
-        if not isinstance(query, str) or not query.strip():
-            raise InputError("query must be a non-empty string")
+        if not isinstance(query, str) or is_blank(query):
+            raise InputError(f"query must be a non-empty string (not only whitespace or invisible characters); got "
+                             f"{query!r}")
         if not sentences:
             raise InputError("empty context: give at least one sentence")
-        bad = [i for i, s in enumerate(sentences) if not (isinstance(s, str) and s.strip())]
+        bad = [i for i, s in enumerate(sentences) if not (isinstance(s, str) and not is_blank(s))]
         if bad:
-            raise InputError(f"every sentence must be a non-empty string; sentence {bad[0]} is {sentences[bad[0]]!r}")
+            raise InputError(f"every sentence must be a non-empty string (not only whitespace or invisible "
+                             f"characters); sentence {bad[0]} is {sentences[bad[0]]!r}")
         if len(sentences) > self.max_units:
             raise InputError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                              "passages or raise max_units (cost grows as M·n²)")
@@ -118,7 +142,7 @@ class ShapleyPruner:
         """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores.
 
         ``top_k`` is the K whose Top-K set an adaptive budget certifies (default ⌈certify_keep·n⌉)."""
-        sentences = list(sentences)
+        sentences = str_list(sentences, "sentences")
         self._check(query, sentences)
         units = self.units(sentences, titles)
         first: dict[str, int] = {}
@@ -164,7 +188,10 @@ class ShapleyPruner:
                 warn_user("the text has no sentence boundary the splitter recognises: it is one unit, kept or "
                           "dropped whole; pass a list of sentences to prune inside it")
         else:
-            sentences = list(sentences_or_text)
+            try:
+                sentences = str_list(sentences_or_text, "sentences_or_text")
+            except InputTypeError as error:
+                raise InputTypeError(f"{error} (or one str of text to split into sentences)") from None
         from .adaptive import keep_count
 
         k = keep_count(len(sentences), keep_ratio) if keep_ratio is not None else top_k

@@ -11,6 +11,11 @@
   ``results/NAME/``), a temporary folder for ``--smoke`` (removed afterwards unless ``--out`` names one), so a
   smoke run never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and
   ``runs/smoke/NAME.ipynb`` (``<out>/runs/NAME.ipynb`` when an output folder is given).
+- Every notebook's parameters are checked before any kernel starts: the keys, and each value's type against the
+  literal default in the ``parameters`` cell (an ``int`` default takes integers, a ``float`` one numbers, a
+  ``bool`` one true/false, a ``str`` one text, a list or tuple one a list; a ``None`` or non-literal default
+  takes anything).  Bad input (an unknown notebook, a missing or unreadable parameter file, a bad ``-p``, an
+  undeclared key, a value of the wrong type) is an :class:`~scp.errors.SCPError`: one line, exit status 2.
 - A failing cell stops the run with one message: notebook, cell index and first line, the error, and where
   the executed copy is.  ``main`` then exits with status 1.
 """
@@ -30,7 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import yaml
 
-from .errors import InputError, MissingFileError
+from .errors import DataFormatError, InputError, MissingFileError, SCPError
+from .io import file_above
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -50,11 +56,12 @@ __all__ = ["DEPENDS", "NotebookFailed", "ParameterError", "RunnerError", "add_su
 
 
 class RunnerError(Exception):
-    """A problem the runner reports as one line (``main`` exits with status 1)."""
+    """A problem the runner reports in its own words: a notebook that failed (``main`` exits with status 1)."""
 
 
-class ParameterError(RunnerError, ValueError):
-    """A parameter file or ``-p`` override that does not fit the notebook's ``parameters`` cell."""
+class ParameterError(RunnerError, InputError):
+    """A parameter file or ``-p`` override that does not fit the notebook's ``parameters`` cell (bad input:
+    an :class:`~scp.errors.SCPError`, exit status 2)."""
 
 
 @dataclass
@@ -101,7 +108,11 @@ def _inspect(name: str, notebooks_dir: Path | None = None) -> dict[str, dict]:
     import papermill
 
     path = _notebook_path(name, notebooks_dir)
-    params = papermill.inspect_notebook(str(path))
+    try:
+        params = papermill.inspect_notebook(str(path))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, not a notebook (an edit broke it)
+        message = " ".join(str(exc).split())[:200]
+        raise DataFormatError(f"notebook {_show(path)} cannot be read ({type(exc).__name__}: {message})") from None
     if not params:
         raise ParameterError(f"notebook {name} has no cell tagged 'parameters' (or papermill could not parse it: "
                              "no annotations, no '=' in comments)")
@@ -122,6 +133,113 @@ def notebook_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str,
         except (ValueError, SyntaxError) as exc:
             raise ParameterError(f"notebook {name}: parameter {key} = {info['default']} is not a literal") from exc
     return out
+
+
+_ANY = object()  # a default that is no literal: any value fits
+
+
+def _literal_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str, Any]:
+    """Each name the notebook's ``parameters`` cell assigns → its literal default (``_ANY`` where the value is no
+    Python literal); read with ``ast``, so a list over several lines is one value."""
+    import nbformat
+
+    nb = nbformat.read(str(_notebook_path(name, notebooks_dir)), as_version=4)
+    cell = next((c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        return {}
+    try:
+        tree = ast.parse(cell.source)
+    except SyntaxError as exc:
+        raise ParameterError(f"notebook {name}: its parameters cell is not plain Python (line {exc.lineno}: "
+                             f"{exc.msg})") from None
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        try:
+            default = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            default = _ANY
+        for target in targets:  # papermill declares plain names only (no ``a, b = 1, 2``)
+            if isinstance(target, ast.Name):
+                out[target.id] = default
+    return out
+
+
+def _kind(value: Any) -> str | None:
+    """The kind of a default that a value must match: bool, int, float, str, list, dict, or None (anything)."""
+    if value is None or value is _ANY:
+        return None
+    for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", (list, tuple)),
+                        ("dict", dict)):
+        if isinstance(value, types):
+            return kind
+    return type(value).__name__
+
+
+def _element_kind(default: Sequence) -> str | None:
+    """The kind every element of a list default shares (int and float mixed: float), or None."""
+    kinds = {_kind(v) for v in default}
+    if kinds <= {"int", "float"} and kinds:
+        return "float" if "float" in kinds else "int"
+    return next(iter(kinds)) if len(kinds) == 1 and kinds <= {"bool", "str"} else None
+
+
+_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
+          "dict": "a mapping"}
+_PLURAL = {"bool": "true/false values", "int": "integers", "float": "numbers", "str": "strings"}
+_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # 1e-3: YAML 1.1 reads it as a string
+
+
+def _fit(value: Any, kind: str | None) -> tuple[bool, Any]:
+    """Whether ``value`` fits a default of ``kind``, and the value to use (``"1e-3"`` → 0.001 for a number)."""
+    if kind is None:
+        return True, value
+    if kind == "float" and isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
+        return True, float(value)
+    if kind == "bool":
+        return isinstance(value, bool), value
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool), value
+    if kind == "str":
+        return isinstance(value, str), value
+    if kind == "list":
+        return isinstance(value, (list, tuple)), value
+    if kind == "dict":
+        return isinstance(value, dict), value
+    return True, value  # a literal of another kind (a set, bytes, a complex number): not checked
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _checked(name: str, where: str, key: str, value: Any, default: Any) -> Any:
+    """``value`` if it fits the type of ``default`` (see the module docstring), else :class:`ParameterError`
+    naming the notebook, the key, the expected type and the value."""
+    kind = _kind(default)
+    ok, value = _fit(value, kind)
+    expected = _WORDS.get(kind or "", kind)
+    if ok and kind == "list" and value and default:
+        element = _element_kind(default)
+        fitted = [_fit(v, element) for v in value]
+        bad = next((v for (fits, _), v in zip(fitted, value) if not fits), _ANY)
+        if bad is not _ANY:
+            ok, expected = False, f"a list of {_PLURAL[element]}"
+        else:
+            value = type(value)(v for _, v in fitted)
+    if ok:
+        return value
+    hint = " (quote it to pass text)" if kind == "str" and where == "-p" else ""
+    raise ParameterError(f"{where}: parameter {key} of notebook {name} expects {expected} (its default is "
+                         f"{_short(default)}); got {_short(value)} ({type(value).__name__}){hint}")
 
 
 def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = None) -> list[str]:
@@ -151,17 +269,36 @@ def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = No
 
 # ----------------------------------------------------------------------------------------- parameters
 
-def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) -> dict:
-    """The full-run parameters of a notebook from ``params/NAME.yaml``, or its ``smoke`` overrides applied on top."""
-    path = Path(params_dir or PARAMS) / f"{name}.yaml"
+def _read_params(path: Path, name: str) -> tuple[dict, dict]:
+    """(full-run values, smoke overrides) of a parameter file; a missing, unreadable or malformed file raises an
+    :class:`~scp.errors.SCPError` naming it."""
     if not path.is_file():
         raise MissingFileError(f"no parameter file {_show(path)} for notebook {name!r}")
-    params = yaml.safe_load(path.read_text()) or {}
+    try:
+        params = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ParameterError(f"{_show(path)}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+        raise ParameterError(f"{_show(path)}{line}: not valid YAML ({problem})") from None
+    params = {} if params is None else params
     if not isinstance(params, dict):
-        raise InputError(f"{path} must hold a mapping of parameter names to values")
-    smoke_values = params.pop("smoke", {}) or {}
+        raise ParameterError(f"{_show(path)} must hold a mapping of parameter names to values, not a "
+                             f"{type(params).__name__}")
+    params = dict(params)
+    smoke_values = params.pop("smoke", None)
+    smoke_values = {} if smoke_values is None else smoke_values
     if not isinstance(smoke_values, dict):
-        raise InputError(f"{path}: the smoke section must be a mapping of parameter names to values")
+        raise ParameterError(f"{_show(path)}: the smoke section must be a mapping of parameter names to values, "
+                             f"not a {type(smoke_values).__name__}")
+    return params, smoke_values
+
+
+def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) -> dict:
+    """The full-run parameters of a notebook from ``params/NAME.yaml``, or its ``smoke`` overrides applied on top."""
+    params, smoke_values = _read_params(Path(params_dir or PARAMS) / f"{name}.yaml", name)
     return {**params, **smoke_values} if smoke else params
 
 
@@ -185,18 +322,23 @@ def resolve_params(name: str, smoke: bool = False, overrides: Mapping[str, Any] 
                    params_dir: Path | None = None, notebooks_dir: Path | None = None) -> dict[str, Any]:
     """The parameters of one run: ``params/NAME.yaml`` (with ``smoke:`` applied for a smoke run), then ``overrides``.
 
+    Every value (of the file, both sections, and ``overrides``) is checked against the type of its default in the
+    notebook's ``parameters`` cell (see the module docstring); nothing is executed.
+
     Raises:
         ParameterError: a key in the file, its smoke section or ``overrides`` that the notebook's ``parameters``
-            cell does not declare, or one the runner sets itself (``out_dir``).
+            cell does not declare, one the runner sets itself (``out_dir``), a value of the wrong type, or an
+            unreadable parameter file.
+        MissingFileError: no such notebook, or no ``params/NAME.yaml``.
     """
     declared = notebook_parameters(name, notebooks_dir)
     if "out_dir" not in declared:
         raise ParameterError(f"notebook {name}: its parameters cell must declare out_dir = None")
     path = Path(params_dir or PARAMS) / f"{name}.yaml"
-    raw = yaml.safe_load(path.read_text()) if path.is_file() else None
-    for where, keys in ((_show(path), [k for k in (raw or {}) if k != "smoke"]),
-                        (f"{_show(path)} (smoke section)", list(((raw or {}).get("smoke") or {}))),
-                        ("-p", list(overrides or {}))):
+    full, smoke_values = _read_params(path, name)
+    sections = [(_show(path), full), (f"{_show(path)} (smoke section)", smoke_values), ("-p", dict(overrides or {}))]
+    for where, values in sections:
+        keys = list(values)
         unknown = [k for k in keys if k not in declared]
         if unknown:
             raise ParameterError(f"{where}: unknown parameter {', '.join(map(repr, unknown))} for notebook {name} "
@@ -205,7 +347,10 @@ def resolve_params(name: str, smoke: bool = False, overrides: Mapping[str, Any] 
         if reserved:
             raise ParameterError(f"{where}: {', '.join(reserved)} is set by the runner "
                                  "(use --out for the output folder)")
-    return {**load_params(name, smoke, params_dir), **(overrides or {})}
+    defaults = _literal_defaults(name, notebooks_dir)
+    full, smoke_values, given = ({k: _checked(name, where, k, v, defaults.get(k, _ANY)) for k, v in values.items()}
+                                 for where, values in sections)
+    return {**full, **(smoke_values if smoke else {}), **given}
 
 
 def check_params_in_sync(name: str, params_dir: Path | None = None, notebooks_dir: Path | None = None) -> None:
@@ -337,11 +482,14 @@ def run(names: str | Sequence[str] = "all", smoke: bool = False, params: Mapping
             if len(todo) == 1:
                 resolve_params(todo[0], smoke, {key: params[key]})    # raises, naming the declared parameters
             raise ParameterError(f"-p {key}: no notebook among {', '.join(todo)} declares a parameter {key!r}")
+    mine_of = {n: {k: v for k, v in params.items() if k in declared[n]} for n in todo}
+    for name in todo:  # every notebook's parameters (files and -p) are checked before any kernel starts
+        resolve_params(name, smoke, mine_of[name])
     tmp = tempfile.TemporaryDirectory(prefix="scp-smoke-") if smoke and out_dir is None else nullcontext(out_dir)
     executed: dict[str, Path] = {}
     with tmp as target:
         for i, name in enumerate(todo, 1):
-            mine = {k: v for k, v in params.items() if k in declared[name]}
+            mine = mine_of[name]
             extra = "".join(f" {k}={v!r}" for k, v in mine.items())
             echo(f"[{i}/{len(todo)}] running {name} ({'smoke' if smoke else 'full'} parameters{extra}) ...", flush=True)
             t0 = time.perf_counter()
@@ -368,7 +516,7 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=None, metavar="DIR",
                         help="write figures/ and results/ here instead (default: the repository, or a temporary "
                              "folder with --smoke)")
-    parser.set_defaults(func=_cli)
+    parser.set_defaults(func=_cli, runner_prog=parser.prog)
     return parser
 
 
@@ -382,26 +530,39 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
 
 
 def _cli(args: argparse.Namespace) -> int:
+    """Run the named notebooks: 0 when all ran, 1 when one failed (its message on stderr).  Bad input raises an
+    :class:`~scp.errors.SCPError` (the caller prints one line and exits with status 2) before any kernel starts."""
     names = ["all"] if args.all else args.names
     if not names:
-        print("error: name the notebooks to run, or all", file=sys.stderr)
-        return 2
+        raise InputError("name the notebooks to run, or all")
     if names == ["all"] and not notebook_names():
         print("No notebooks under notebooks/ yet: nothing to run.")
         return 0
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} is a file; give a folder for figures/, results/ and runs/")
+    if args.out is not None and file_above(args.out) is not None:
+        raise InputError(f"--out {args.out}: its folder {file_above(args.out)} is a file, so nothing can be written "
+                         "under it")
     try:
         run(names, smoke=args.smoke, params=parse_overrides(args.param), out_dir=args.out)
-    except (RunnerError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except SCPError:
+        raise
+    except RunnerError as exc:  # a notebook failed: where, and where its executed copy is
+        print(f"{getattr(args, 'runner_prog', 'scp run')}: error: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m scp.runner NAME… | all [--smoke] [-p key=value …] [--out DIR]``; returns the exit status."""
+    """``python -m scp.runner NAME… | all [--smoke] [-p key=value …] [--out DIR]``; returns the exit status
+    (2 and one line for bad input, as ``scp run``)."""
     parser = _configure(argparse.ArgumentParser(prog="python -m scp.runner", description=__doc__.splitlines()[0]))
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (SCPError, OSError) as exc:
+        print(f"{parser.prog}: error: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

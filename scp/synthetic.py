@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 from scp.data import Example
-from scp.text import split_sentences
+from scp.text import is_blank, split_sentences
 
 from .errors import InputError, MissingFileError
 
@@ -93,7 +93,7 @@ def _haystack_pool(haystack: str | os.PathLike[str] | Sequence[str], examples: S
             )
         kind, pool = f"file:{path.name}", split_sentences(path.read_text(encoding="utf-8"))
     else:
-        kind, pool = "list", [s.strip() for s in haystack if s.strip()]
+        kind, pool = "list", [s.strip() for s in haystack if not is_blank(s)]
     pool = [s for s in dict.fromkeys(pool) if _NEEDLE_MARKER not in s.lower()]
     return kind, pool
 

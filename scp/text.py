@@ -15,11 +15,17 @@
   really ends in ``U.S.`` or an initial is joined to the next one.  ``etc.``, ``Inc.`` and ``Jr.``
   are ordinary words (they end a sentence when a capitalised word follows).
 * Decimals and amounts (``3.14``, ``$1.5``) never split, since no whitespace follows their dot.
+* A sentence that is blank (:func:`is_blank`: only whitespace and invisible characters such as U+200B) is
+  dropped, like an empty one.
+
+:func:`is_blank` is the one definition of an *empty* text in ``scp``: every check that a unit, sentence,
+question or answer is non-empty uses it, so ``""``, ``"   "`` and ``"\\u200b"`` are refused (or dropped) alike.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 WORD_TOKENIZER = "regex-words"
 """Name of the tokenizer implemented by :func:`word_tokens` (recorded with results)."""
@@ -37,6 +43,15 @@ _BOUNDARY = re.compile(r"""(?P<punct>[.!?]+|…)["'”’»)\]]*(?= (?P<next>["'
 _OPENERS = "\"'“‘«(["
 _DOTTED_ACRONYM = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
 _WORD = re.compile(r"\w+")
+INVISIBLE_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
+"""Unicode categories that show nothing: space, line and paragraph separators, control and format characters
+(U+200B zero-width space, U+200C/D joiners, U+2060 word joiner, U+FEFF byte-order mark, soft hyphen, …)."""
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: it is empty or holds only whitespace and invisible characters
+    (:data:`INVISIBLE_CATEGORIES`).  The one definition of "empty" for units, sentences, questions and answers."""
+    return not any(not ch.isspace() and unicodedata.category(ch) not in INVISIBLE_CATEGORIES for ch in text)
 
 
 def _is_abbreviation(word: str, next_token: str) -> bool:
@@ -58,11 +73,12 @@ def _split_block(block: str) -> list[str]:
         sentences.append(block[start : match.end()].strip())
         start = match.end()
     sentences.append(block[start:].strip())
-    return [s for s in sentences if s]
+    return [s for s in sentences if not is_blank(s)]
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split ``text`` into sentences (see the module docstring for the rules); never returns empty strings."""
+    """Split ``text`` into sentences (see the module docstring for the rules); never returns empty or blank
+    strings (:func:`is_blank`)."""
     sentences: list[str] = []
     for block in _BLANK_LINE.split(text):
         sentences.extend(_split_block(_SPACES.sub(" ", block).strip()))

@@ -222,10 +222,16 @@ def test_fever_negatives_are_deterministic_and_never_positive(env_data: Path) ->
 # --------------------------------------------------------------------------- missing data
 
 
-def _fake_datasets(monkeypatch: pytest.MonkeyPatch, load) -> None:
+def _fake_datasets(monkeypatch: pytest.MonkeyPatch, load, reachable: bool = True) -> None:
+    """A stand-in ``datasets`` module with ``load`` as its ``load_dataset``; the hub counts as reachable (no probe)
+    unless ``reachable`` is false."""
+    import scp.data
+
     module = types.ModuleType("datasets")
     module.load_dataset = load  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "datasets", module)
+    if reachable:
+        monkeypatch.setattr(scp.data, "_hub_unavailable", lambda: None)
 
 
 def _offline(*args, **kwargs):
@@ -241,9 +247,11 @@ def test_missing_dataset_raises_data_unavailable(monkeypatch: pytest.MonkeyPatch
     message = str(info.value)
     assert isinstance(info.value, FileNotFoundError)
     assert f"Set SCP_DATA_DIR to a directory holding {DATASETS[name].folder}/" in message
-    assert "pass path=..." in message and "install `datasets`" in message
+    assert "export SCP_DATA_DIR=" in message and "pass --data FILE (path=... in Python)" in message
+    assert str(tmp_path / DATASETS[name].folder / DATASETS[name].filename) in message  # the paths it tried
+    assert str(tmp_path / DATASETS[name].filename) in message
     if DATASETS[name].hub is not None:
-        assert "ConnectionError" in message
+        assert "ConnectionError" in message and "or go online" in message
 
 
 def test_missing_datasets_package_and_unset_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -251,7 +259,76 @@ def test_missing_datasets_package_and_unset_env(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "datasets", None)  # import fails
     with pytest.raises(DataUnavailableError, match="not installed") as info:
         load_hotpotqa()
-    assert "SCP_DATA_DIR is not set" in str(info.value)
+    assert "SCP_DATA_DIR is not set" in str(info.value) and "pip install 'scp[online]'" in str(info.value)
+
+
+def _count_hub_calls(monkeypatch: pytest.MonkeyPatch) -> list:
+    calls: list = []
+
+    def load(*args, **kwargs):
+        calls.append(args)
+        raise ConnectionError("no network")
+
+    _fake_datasets(monkeypatch, load, reachable=False)
+    return calls
+
+
+@pytest.mark.parametrize("var", ["HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"])
+def test_offline_mode_never_asks_the_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, var: str) -> None:
+    import socket
+
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv(var, "1")
+    calls = _count_hub_calls(monkeypatch)
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("probed the hub offline"))
+    with pytest.raises(DataUnavailableError, match=f"{var} is set") as info:
+        load_hotpotqa()
+    assert calls == [] and "or go online" in str(info.value)
+
+
+def test_an_unreachable_hub_is_probed_once_not_retried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import socket
+
+    import scp.embed
+
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
+                "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    calls = _count_hub_calls(monkeypatch)
+    probes = []
+
+    def no_network(address, timeout=None, *args, **kwargs):
+        probes.append((address, timeout))
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    scp.embed._tcp_reachable.cache_clear()
+    try:
+        for _ in range(2):
+            with pytest.raises(DataUnavailableError, match=r"the hub \(https://huggingface.co\) is unreachable"):
+                load_hotpotqa()
+    finally:
+        scp.embed._tcp_reachable.cache_clear()
+    assert calls == []  # datasets.load_dataset (and its five retries) never ran
+    assert probes == [(("huggingface.co", 443), 3.0)]  # one short probe per process
+
+
+def test_the_hub_download_runs_quietly_when_reachable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import logging
+
+    seen = []
+
+    def load(*args, **kwargs):
+        seen.append(logging.getLogger("huggingface_hub.utils._http").isEnabledFor(logging.WARNING))
+        raise ConnectionError("interrupted")
+
+    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
+    _fake_datasets(monkeypatch, load)
+    with pytest.raises(DataUnavailableError, match="ConnectionError: interrupted"):
+        load_hotpotqa()
+    assert seen == [False]  # the retry warnings are hidden while it runs
+    assert logging.getLogger("huggingface_hub.utils._http").isEnabledFor(logging.WARNING)  # and shown again after
 
 
 def test_explicit_missing_path_raises(tmp_path: Path) -> None:
@@ -386,8 +463,12 @@ def _hotpot_lines(data_dir: Path, n: int) -> list[str]:
         ("x.json", lambda lines: b'{"_id": "a"}', r"x\.json: a \.json file must hold one JSON array of records, not a dict"),
         ("x.jsonl", lambda lines: "\n".join([lines[0], "[1, 2]"]).encode(), r"x\.jsonl line 2: expected a JSON object"),
         ("x.jsonl", lambda lines: b'{"_id": "caf\xe9"}\n', r"x\.jsonl: not UTF-8 text"),
+        ("x.jsonl", lambda lines: (lines[0] + "\n" + "[" * 100_000 + "]" * 100_000).encode(),
+         r"x\.jsonl line 2: JSON nested too deeply to be a record"),
+        ("x.json", lambda lines: b"[" * 100_000 + b"]" * 100_000, r"x\.json: JSON nested too deeply"),
     ],
-    ids=["not-gzip", "truncated-gzip", "bad-json-line", "bad-json-array", "not-an-array", "not-an-object", "not-utf8"],
+    ids=["not-gzip", "truncated-gzip", "bad-json-line", "bad-json-array", "not-an-array", "not-an-object", "not-utf8",
+         "too-deep-line", "too-deep-array"],
 )
 def test_unreadable_file_raises_data_format_error_naming_it(
     data_dir: Path, tmp_path: Path, name: str, make, message: str
@@ -433,7 +514,7 @@ def test_record_in_wrong_layout_names_file_line_and_expected_fields(data_dir: Pa
         ("musique", {"id": "2hop__1", "question": "q?", "answer": "a", "paragraphs": [{"title": "T"}]},
          "not in the MuSiQue layout: missing key 'paragraph_text'"),
         ("msmarco", {"query_id": 1, "query": "q", "passages": {"passage_text": ["p"], "is_selected": ["yes"], "url": ["u"]}},
-         "not in the MS MARCO v1.1 layout: ValueError: invalid literal"),
+         r"not in the MS MARCO v1.1 layout: passages\.is_selected\[0\] must be true/false or 0/1, not str 'yes'"),
         ("fever", {"claim": "c.", "label": "SUPPORTS", "gold_evidence": [["only a title"]]},
          "not in the FEVER layout: ValueError: not enough values to unpack"),
     ],
@@ -469,7 +550,8 @@ def test_data_dir_that_does_not_exist_is_named(monkeypatch: pytest.MonkeyPatch, 
     with pytest.raises(DataUnavailableError, match=r"SCP_DATA_DIR='.*typo' is not a directory"):
         load_hotpotqa()
     monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
-    with pytest.raises(DataUnavailableError, match=r"holds no hotpotqa/hotpotqa_dev_distractor\.jsonl\.gz"):
+    with pytest.raises(DataUnavailableError, match=r"neither .*hotpotqa_dev_distractor\.jsonl\.gz nor "
+                                                   r".*hotpotqa/hotpotqa_dev_distractor\.jsonl\.gz exists"):
         load_hotpotqa()
 
 
@@ -483,3 +565,96 @@ def test_dataset_file_names_the_file_the_loader_reads(data_dir, monkeypatch):
     assert dataset_file("fever") is None
     with pytest.raises(ValueError, match="unknown dataset"):
         dataset_file("imagenet")
+
+
+# --------------------------------------------------------------------------- issue 17: malformed fields are refused
+
+
+def _blank_question(r: dict) -> None:
+    r["question"] = " \u200b "
+
+
+def _musique_aliases_string(r: dict) -> None:
+    r["answer_aliases"] = "Paris"  # would split into the answers P, a, r, i, s
+
+
+def _msmarco_selected(extra: int):
+    def edit(r: dict) -> None:
+        selected = r["passages"]["is_selected"]
+        r["passages"]["is_selected"] = selected + [0] * extra if extra > 0 else selected[:extra]
+    return edit
+
+
+def _set(path: tuple, value):
+    def edit(r: dict) -> None:
+        target = r
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return edit
+
+
+def _to_hf(r: dict) -> None:
+    hf = _to_hf_layout(r)
+    r.clear()
+    r.update(hf)
+
+
+def _hf_then(edit):
+    def both(r: dict) -> None:
+        _to_hf(r)
+        edit(r)
+    return both
+
+
+MALFORMED = [  # (id, dataset, edit of its first shared record, words of the message)
+    ("hotpotqa blank question", "hotpotqa", _blank_question, "the question (query) is empty"),
+    ("2wiki empty question", "2wiki", _set(("question",), ""), "the question (query) is empty"),
+    ("musique blank question", "musique", _blank_question, "the question (query) is empty"),
+    ("msmarco blank query", "msmarco", _set(("query",), "  "), "the question (query) is empty"),
+    ("fever blank claim", "fever", _set(("claim",), "\t"), "the claim is empty"),
+    ("musique answer_aliases a string", "musique", _musique_aliases_string,
+     "answer_aliases must be a list of strings, not str 'Paris'"),
+    ("musique answer_aliases of numbers", "musique", _set(("answer_aliases",), [1]),
+     "answer_aliases must be a list of strings; item 0 is int 1"),
+    ("musique is_supporting a string", "musique", _set(("paragraphs", 0, "is_supporting"), "false"),
+     "paragraph 0: is_supporting must be true/false or 0/1, not str 'false'"),
+    ("msmarco is_selected longer", "msmarco", _msmarco_selected(1), "passages has lists of different lengths"),
+    ("msmarco is_selected shorter", "msmarco", _msmarco_selected(-1), "passages has lists of different lengths"),
+    ("msmarco passage_text a string", "msmarco", _set(("passages", "passage_text"), "one passage"),
+     "passages.passage_text must be a list, not str"),
+    ("msmarco answers a string", "msmarco", _set(("answers",), "an answer"), "answers must be a list of strings"),
+    ("hotpotqa sentences a string", "hotpotqa", _set(("context", 0, 1), "One sentence."),
+     "context paragraph 0 ('The Old Maid and the Thief'): its sentences must be a list of strings"),
+    ("hotpotqa sent_id a string", "hotpotqa", _set(("supporting_facts", 0, 1), "0"),
+     "supporting_facts entry 0 must be [title, sentence index] with a string title and an integer index"),
+    ("hotpotqa sent_id a float", "hotpotqa", _set(("supporting_facts", 0, 1), 0.5), "an integer index"),
+    ("2wiki title null", "2wiki", _set(("context", 0, 0), None), "context paragraph 0: its title must be a string"),
+    ("hotpotqa answer null", "hotpotqa", _set(("answer",), None), "answer must be a string, not null"),
+    ("hotpotqa HF layout, sentences missing one", "hotpotqa",
+     _hf_then(lambda r: r["context"]["sentences"].pop()), "context has lists of different lengths (10 title, 9 "),
+    ("hotpotqa HF layout, sent_id missing one", "hotpotqa",
+     _hf_then(lambda r: r["supporting_facts"]["sent_id"].pop()), "supporting_facts has lists of different lengths"),
+    ("fever label null", "fever", _set(("label",), None), "label must be a string such as SUPPORTS or REFUTES"),
+    ("fever gold_evidence an object", "fever", _set(("gold_evidence",), {"ab": "cd"}),
+     "gold_evidence must be a list of [title, sentence] pairs, not dict"),
+]
+
+
+@pytest.mark.parametrize("name, edit, words", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
+def test_a_malformed_field_is_one_error_naming_file_and_line(data_dir: Path, tmp_path: Path, name, edit,
+                                                            words) -> None:
+    record, good = _raw(data_dir, name)[:2]
+    edit(record)
+    path = _write_jsonl(tmp_path / "data.jsonl", [good, record])
+    with pytest.raises(DataFormatError) as info:
+        load_dataset(name, path)
+    message = str(info.value)
+    assert message.startswith(f"{path} line 2: ") and words in message and "\n" not in message, message
+
+
+def test_the_stricter_checks_accept_every_shared_record(env_data: Path, tmp_path: Path) -> None:
+    counts = {name: len(load_dataset(name)) for name in ("hotpotqa", "2wiki", "musique", "msmarco", "fever")}
+    assert counts == {"hotpotqa": 1000, "2wiki": 175, "musique": 301, "msmarco": 200, "fever": 1196}
+    hf = _write_jsonl(tmp_path / "hf.jsonl", [_to_hf_layout(r) for r in _raw(env_data, "hotpotqa")[:20]])
+    assert load_hotpotqa(hf) == load_hotpotqa(limit=20)  # the Hugging Face layout passes the checks too

@@ -323,3 +323,36 @@ def test_lone_surrogate_has_a_key_and_tokenizer_models_reject_it_by_index(minilm
     for emb in (minilm, CachedEmbedder(minilm, cache_dir=tmp_path)):
         with pytest.raises(ValueError, match=r"texts\[2\] holds a lone surrogate '\\udce9' at position 3"):
             emb.encode(["ok", "fine", bad])
+
+
+def test_loading_a_model_writes_nothing_to_stderr(capfd):
+    """transformers' "Loading weights: …" bar is off while a model loads (issue 17); its hook is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    from scp.embed import minilm_embedder
+
+    before = getattr(hf_logging, "_tqdm_hook", None)
+    capfd.readouterr()
+    minilm_embedder(device="cpu")._load()  # a fresh instance: the model really loads
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == "", captured.err
+    assert getattr(hf_logging, "_tqdm_hook", None) is before
+
+
+def test_an_error_after_the_model_loaded_is_one_stderr_line(tmp_path, monkeypatch, capfd):
+    import json
+
+    from scp.cli import main
+
+    monkeypatch.setenv("SCP_CACHE_DIR", str(tmp_path / "cache"))  # nothing cached: the model must load
+    records = tmp_path / "in.jsonl"
+    good = {"question": "Who left?", "sentences": ["Ann is here.", "Bob left."], "titles": ["Ann", "Bob"]}
+    bad = {"question": "Who?", "sentences": ["bad \ud800 text", "fine"], "titles": ["A", "B"]}  # fails at encoding
+    records.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    capfd.readouterr()
+    code = main(["prune", "--checkpoint", "models/scp-hotpotqa-best.safetensors", "--input", str(records),
+                 "--output", str(tmp_path / "out.jsonl"), "--top-k", "1", "--no-progress"])
+    err = capfd.readouterr().err
+    assert code == 2 and list((tmp_path / "cache").iterdir()), err  # the embedder did run before the error
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scp prune: error: ") and "lone surrogate" in lines[0], err

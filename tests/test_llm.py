@@ -156,7 +156,7 @@ def test_openai_reader_against_a_local_transformers_server(lm, tmp_path):
     with open(log, "wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline, ready = time.monotonic() + 180, False
+        deadline, ready = time.monotonic() + 900, False  # far above its ~20 s start, loaded or not
         while time.monotonic() < deadline and server.poll() is None and not ready:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from scp.notebook import read_records
-from scp.runner import PARAMS, check_params_in_sync, notebook_names, notebook_parameters, run_notebook
+from scp.runner import (PARAMS, check_params_in_sync, notebook_names, notebook_parameters, resolve_params,
+                        run_notebook)
 
 NAMES = notebook_names()
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +45,7 @@ def test_one_parameters_cell_equal_to_the_params_file(name):
     assert set(raw) - {"smoke"} == set(declared) - {"out_dir"}
     assert set(raw.get("smoke") or {}) <= set(declared) - {"out_dir"}
     check_params_in_sync(name)                                 # same values, not only the same keys
+    resolve_params(name, smoke=True)                           # smoke values of the types of the defaults
     for line in tagged[0].source.splitlines():
         assert "#" in line, f"{name}: parameter without a comment: {line!r}"
 
@@ -90,7 +92,10 @@ def test_no_function_or_class_defined_in_two_notebooks():
 # ------------------------------------------------------------------------------------------------ execution
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_and_saves_its_figures(name, smoke_run):
+def test_notebook_runs_and_saves_its_figures(name, smoke_run, request):
+    if request.config.getoption("dist", "no") == "loadgroup" or request.config.getoption("loadgroup", False):
+        # every test of one notebook on one worker, so the notebook runs once per session (tests/conftest.py)
+        assert request.node.nodeid.endswith(f"@{name}"), f"xdist did not group {request.node.nodeid}"
     executed, out = smoke_run(name)
     pdfs = sorted((out / "figures" / name).glob("*.pdf"))
     assert pdfs, f"{name} saved no figure under {out / 'figures' / name}"

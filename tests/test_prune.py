@@ -59,3 +59,70 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="NaN"):
         prune(SENTS, [np.nan, 0, 0, 0], top_k=1)
     assert prune(["only one"], [0.0], keep_ratio=0.5).kept_indices == (0,)
+
+
+@pytest.mark.parametrize("value", [np.float32(0.5), np.float64(0.5), np.float16(0.5), np.int64(1)])
+def test_numpy_scalars_are_numbers(value):
+    from scp.adaptive import keep_count
+    from scp.prune import check_criterion
+
+    assert check_criterion(keep_ratio=value) == f"keep_ratio={value}"
+    kept = prune(SENTS, SCORES, keep_ratio=value).kept_indices
+    assert list(kept) == select(SCORES, keep_ratio=float(value))[0].tolist()
+    assert keep_count(4, value) == max(1, int(np.ceil(float(value) * 4)))
+    assert prune(SENTS, SCORES, threshold=value).criterion == f"threshold={value}"
+    assert prune(SENTS, SCORES, top_k=np.int32(2)).kept_indices == prune(SENTS, SCORES, top_k=2).kept_indices
+    assert prune(SENTS, SCORES, token_budget=np.int64(5)).criterion == "token_budget=5"
+
+
+@pytest.mark.parametrize("value", [np.float32("nan"), float("nan"), np.float32(1.5), np.float64(0.0), np.bool_(True),
+                                   True, np.float32(-0.1)])
+def test_numpy_keep_ratio_still_rejects_nan_bools_and_out_of_range(value):
+    from scp.adaptive import keep_count
+
+    with pytest.raises(ValueError, match=r"keep_ratio must be a number in \(0, 1\]"):
+        prune(SENTS, SCORES, keep_ratio=value)
+    with pytest.raises(ValueError, match=r"keep_ratio must be a number in \(0, 1\]"):
+        keep_count(4, value)
+
+
+class _Words:
+    """A deterministic toy embedder (what ShapleyPruner needs)."""
+
+    dim, id = 8, "toy"
+
+    def encode(self, texts, batch_size=256, show_progress=False):
+        return np.asarray([np.random.default_rng(sum(map(ord, t))).normal(size=8) for t in texts], np.float32)
+
+
+def test_shapley_pruner_takes_a_numpy_keep_ratio():
+    import torch
+
+    from scp.pruner import ShapleyPruner
+    from scp.train import TrainConfig, build_model
+
+    config = TrainConfig(query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8, skip=True)
+    torch.manual_seed(0)
+    pruner = ShapleyPruner(build_model(config, 8), config, _Words(), n_permutations=8)
+    sentences = [f"sentence {i} about topic {i % 3}." for i in range(6)]
+    out = pruner.prune("what about topic 1?", sentences, keep_ratio=np.float32(0.5))
+    assert out.kept_indices == pruner.prune("what about topic 1?", sentences, keep_ratio=0.5).kept_indices
+    assert len(out.kept_indices) == 3
+    with pytest.raises(ValueError, match="keep_ratio"):
+        pruner.prune("what about topic 1?", sentences, keep_ratio=np.float32("nan"))
+
+
+def test_a_numpy_criterion_is_described_by_the_python_number_it_holds():
+    """np.float32(0.3) is 0.30000001192…, which keeps 4 of 10 units where 0.3 keeps 3: the description (written to
+    scp prune's settings, which decide whether an output may be resumed) must not read "keep_ratio=0.3" for both."""
+    from scp.prune import check_criterion
+
+    scores = list(range(10))
+    value = np.float32(0.3)
+    keep, desc = select(scores, keep_ratio=value)
+    assert desc == f"keep_ratio={float(value)!r}" == "keep_ratio=0.30000001192092896"
+    assert keep.tolist() == select(scores, keep_ratio=float(value))[0].tolist() and len(keep) == 4
+    keep, desc = select(scores, keep_ratio=0.3)
+    assert keep.tolist() == [7, 8, 9] and desc == "keep_ratio=0.3"
+    assert check_criterion(top_k=np.int64(3)) == "top_k=3" and check_criterion(keep_ratio=np.float64(0.5)) == \
+        "keep_ratio=0.5"

@@ -94,9 +94,122 @@ def test_dependency_order():
 
 
 def test_unknown_notebook_is_a_clear_error(capsys):
-    assert main(["no_such_notebook"]) == 1
+    assert main(["no_such_notebook"]) == 2
     err = capsys.readouterr().err
     assert "no notebook" in err and "no_such_notebook" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+TYPED = """n = 10  # an int
+rate = 0.5  # a float
+flag = False  # a bool
+name = "x"  # a str
+seeds = [0, 1]  # ints
+ratios = [0.1, 1]  # numbers
+names = ["a", "b"]  # strings
+mixed = [1, "a"]  # anything inside
+empty = []  # a list
+opts = {}  # a mapping
+anything = None  # any value
+fn = len  # no literal: any value
+out_dir = None  # set by the runner"""
+
+
+@pytest.fixture
+def typed(project):
+    write_notebook(project / "notebooks" / "02_typed.ipynb", TYPED)
+    (project / "params" / "02_typed.yaml").write_text(
+        "n: 10\nrate: 0.5\nflag: false\nname: x\nseeds: [0, 1]\nratios: [0.1, 1]\nnames: [a, b]\nmixed: [1, a]\n"
+        "empty: []\nopts: {}\nanything: null\nfn: null\nsmoke:\n  n: 2\n")
+    return project
+
+
+@pytest.mark.parametrize("override, value", [
+    ("n=3", 3), ("n=-1", -1), ("rate=1", 1), ("rate=0.25", 0.25), ("rate=1e-3", 0.001), ("rate=-2.5E+2", -250.0),
+    ("flag=true", True), ("name=hotpotqa", "hotpotqa"), ("name='3'", "3"), ("seeds=[4]", [4]), ("seeds=[]", []),
+    ("ratios=[1, 0.5, 2e-1]", [1, 0.5, 0.2]), ("names=[c]", ["c"]), ("mixed=[[1], 2.0, x]", [[1], 2.0, "x"]),
+    ("empty=[1, a]", [1, "a"]), ("opts={epochs: 1}", {"epochs": 1}), ("anything=[1, {a: b}]", [1, {"a": "b"}]),
+    ("fn=3", 3),
+])
+def test_values_that_fit_their_defaults(typed, override, value):
+    key = override.partition("=")[0]
+    assert resolve_params("02_typed", overrides=parse_overrides([override]))[key] == value
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("n=abc", "expects an integer (its default is 10); got 'abc' (str)"),
+    ("n=2.5", "expects an integer"), ("n=true", "got True (bool)"), ("n=[1]", "got [1] (list)"),
+    ("n=1e3", "expects an integer"), ("n=", "got None (NoneType)"),
+    ("rate=fast", "expects a number (its default is 0.5); got 'fast' (str)"), ("rate=false", "expects a number"),
+    ("flag=1", "expects true or false (its default is False); got 1 (int)"), ("flag=yes!", "expects true or false"),
+    ("name=3", "expects a string (its default is 'x'); got 3 (int) (quote it to pass text)"),
+    ("seeds=3", "expects a list (its default is [0, 1]); got 3 (int)"),
+    ("seeds=[0, x]", "expects a list of integers (its default is [0, 1]); got [0, 'x'] (list)"),
+    ("ratios=[0.5, true]", "expects a list of numbers"), ("names=[1]", "expects a list of strings"),
+    ("opts=[1]", "expects a mapping"),
+])
+def test_values_of_the_wrong_type_are_refused_naming_notebook_key_type_and_value(typed, override, expected):
+    key = override.partition("=")[0]
+    with pytest.raises(ParameterError) as info:
+        resolve_params("02_typed", overrides=parse_overrides([override]))
+    assert str(info.value).startswith(f"-p: parameter {key} of notebook 02_typed expects ")
+    assert expected in str(info.value)
+
+
+def test_parameter_files_are_type_checked_too(typed):
+    path = typed / "params" / "02_typed.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("  n: 2", "  n: two"))
+    with pytest.raises(ParameterError, match=r"02_typed.yaml \(smoke section\): parameter n of notebook 02_typed "
+                                             r"expects an integer \(its default is 10\); got 'two'"):
+        resolve_params("02_typed")  # a full run reads the smoke section too: the file is wrong either way
+    path.write_text(text.replace("rate: 0.5", "rate: [0.5]"))
+    with pytest.raises(ParameterError, match=r"02_typed.yaml: parameter rate .* expects a number"):
+        resolve_params("02_typed", smoke=True)
+    for bad, match in [("n: [1\n", r"02_typed.yaml line 2: not valid YAML"), ("- 1\n", "must hold a mapping"),
+                       ("n: 1\nsmoke: [1]\n", "smoke section must be a mapping")]:
+        path.write_text(bad)
+        with pytest.raises(ParameterError, match=match):
+            resolve_params("02_typed")
+    path.write_bytes(b"n: \xff\n")
+    with pytest.raises(ParameterError, match="not UTF-8"):
+        resolve_params("02_typed")
+    path.unlink()
+    with pytest.raises(FileNotFoundError, match="no parameter file"):
+        resolve_params("02_typed")
+
+
+def test_a_parameters_cell_that_is_not_python_is_named(project):
+    write_notebook(project / "notebooks" / "03_magic.ipynb", "%matplotlib inline\nn = 1\nout_dir = None")
+    (project / "params" / "03_magic.yaml").write_text("n: 1\n")
+    with pytest.raises(ParameterError, match="notebook 03_magic: its parameters cell is not plain Python"):
+        resolve_params("03_magic")
+
+
+def test_bad_input_stops_before_any_kernel_starts(typed, monkeypatch, capsys):
+    import papermill
+
+    started = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: started.append(a))
+    (typed / "params" / "02_typed.yaml").write_text((typed / "params" / "02_typed.yaml").read_text()
+                                                    .replace("  n: 2", "  n: 2.5"))
+    # 01_demo is fine and comes first; 02_typed's smoke section is wrong: neither runs
+    assert main(["all", "--smoke"]) == 2
+    assert started == []
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("python -m scp.runner: error: ") and len(err.splitlines()) == 1
+    assert err.endswith("02_typed.yaml (smoke section): parameter n of notebook 02_typed expects an integer (its "
+                        "default is 10); got 2.5 (float)")
+    for argv, words in [(["01_demo", "-p", "n=abc"], "parameter n of notebook 01_demo expects an integer"),
+                        (["01_demo", "-p", "m=1"], "unknown parameter 'm'"), (["01_demo", "-p", "n"], "key=value"),
+                        (["nope"], "no notebook"), ([], "name the notebooks to run, or all"),
+                        (["01_demo", "--out", str(typed / "params" / "01_demo.yaml")], "is a file")]:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and words in err and "Traceback" not in err, err
+    assert started == []
+    runner.run("01_demo", params={"seed": 3}, out_dir=typed / "out", echo=None)
+    assert len(started) == 1
 
 
 def test_run_passes_parameters_and_out_dir(project, tmp_path):
@@ -148,3 +261,11 @@ def test_add_subparser_gives_scp_run():
 def test_no_names_is_a_usage_error(capsys):
     assert main([]) == 2
     assert "name the notebooks to run, or all" in capsys.readouterr().err
+
+
+def test_an_unreadable_notebook_is_named(project, capsys):
+    (project / "notebooks" / "03_broken.ipynb").write_text('{"cells": [')
+    (project / "params" / "03_broken.yaml").write_text("{}\n")
+    assert main(["03_broken"]) == 2
+    err = capsys.readouterr().err
+    assert "notebook" in err and "03_broken.ipynb cannot be read" in err and len(err.strip().splitlines()) == 1
