@@ -37,9 +37,10 @@ bench: setup
 	$(BIN)/python -m scp.bench all
 
 # before a release: train the shipped model's full recipe and check it against models/scp-hotpotqa-best.safetensors
-# (bit-identical weights where environment and inputs match, else validation AUC within ±0.02; about 15 min)
+# (bit-identical weights where environment and inputs match, else validation AUC within ±0.02; about 15 min); one
+# torch thread, as the shipped model was trained
 reproduce: setup
-	$(BIN)/python -m scp.reproduce shipped
+	OMP_NUM_THREADS=1 $(BIN)/python -m scp.reproduce shipped
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/

@@ -25,7 +25,7 @@ from scp.embed import (
     quiet_weight_loading,
     require_package,
 )
-from scp.text import WORD_TOKENIZER, word_tokens
+from scp.text import WORD_TOKENIZER, is_blank, word_tokens
 
 from .devices import default_device
 from .errors import InputError, InputTypeError
@@ -37,8 +37,12 @@ class Ranker(abc.ABC):
     name: str
 
     def score(self, query: str, units: Sequence[str]) -> np.ndarray:
-        """float64 array with one score per unit (higher = more relevant); empty for no units."""
+        """float64 array with one score per unit (higher = more relevant); empty for no units.  A blank query or
+        unit (nothing visible, :func:`scp.text.is_blank`) is an error: there is nothing to rank it by or for."""
         query, units = _check_query(query), as_text_list(units)
+        blank = next((i for i, unit in enumerate(units) if is_blank(unit)), None)
+        if blank is not None:
+            raise InputError(f"unit {blank} is empty (nothing visible: {units[blank]!r}); drop it before ranking")
         if not units:
             return np.zeros(0)
         return self._checked(self._score(query, units), len(units))
@@ -67,6 +71,8 @@ class Ranker(abc.ABC):
 def _check_query(query: Any) -> str:
     if not isinstance(query, str):
         raise InputTypeError(f"query must be a str, got {type(query).__name__}")
+    if is_blank(query):
+        raise InputError(f"the query is empty (nothing visible: {query!r})")
     return query
 
 

@@ -96,7 +96,7 @@ def value_games(pruner, examples: Sequence[Example]) -> list[ValueNetGame]:
 
 def normalised_table(game: Game | np.ndarray) -> np.ndarray:
     """All 2^n values of v₀(S) = v(S) − v(∅), indexed by bitmask (player i ↔ bit i)."""
-    table = np.asarray(game.table() if isinstance(game, Game) else game, dtype=np.float64)
+    table = theory.as_table(game)[0]
     return table - table[0]
 
 
@@ -127,7 +127,7 @@ def least_core_tight_sets(game: Game | np.ndarray, tol: float = 1e-7) -> LeastCo
         A :class:`LeastCoreTight`; pass its ``shifted`` table and ``allocation`` to
         :func:`scp.theory.context_tree` for the laminar tree of the binding coalitions.
     """
-    table = np.asarray(game.table() if isinstance(game, Game) else game, dtype=np.float64)
+    table = theory.as_table(game)[0]
     lc = theory.least_core(table, tol=tol)
     shifted = table - lc.epsilon
     shifted[0], shifted[-1] = table[0], table[-1]
@@ -150,7 +150,7 @@ def pairwise_dividends(game: Game | np.ndarray) -> np.ndarray:
     holds the singleton dividends d({i}) = v({i}) − v(∅).  d({i, j}) looks at the pair on its own, next to the
     empty context only; :func:`pairwise_interaction` averages the pair's synergy over all contexts.
     """
-    table = np.asarray(game.table() if isinstance(game, Game) else game, dtype=np.float64)
+    table = theory.as_table(game)[0]
     d = theory.harsanyi_dividends(table)
     sizes = np.bitwise_count(np.arange(d.size, dtype=np.uint64)).astype(np.int64)
     out = _pair_sums(np.where(sizes == 2, d, 0.0))
@@ -165,7 +165,7 @@ def pairwise_interaction(game: Game | np.ndarray) -> np.ndarray:
     S ⊆ N∖{i, j} with the Shapley weights (|S|!(n−|S|−2)!/(n−1)!), equivalently every dividend of a coalition
     holding both i and j shared equally among its |T| − 1 pairs through i.  The diagonal is left at 0.
     """
-    table = np.asarray(game.table() if isinstance(game, Game) else game, dtype=np.float64)
+    table = theory.as_table(game)[0]
     d = theory.harsanyi_dividends(table)
     sizes = np.bitwise_count(np.arange(d.size, dtype=np.uint64)).astype(np.int64)
     out = _pair_sums(np.where(sizes >= 2, d / np.maximum(sizes - 1, 1), 0.0))

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from .errors import InputError
-from .games import Game
+from .games import Game, real_values
 
 MAX_PLAYERS = 20
 """Default limit on n for everything that enumerates all 2^n coalitions."""
@@ -32,23 +32,24 @@ GameOrTable = Game | np.ndarray | Sequence[float]
 # input validation helpers
 
 
-def _as_table(game_or_table: GameOrTable, max_players: int = MAX_PLAYERS, what: str = "game") -> tuple[np.ndarray, int]:
+def as_table(game_or_table: GameOrTable, max_players: int = MAX_PLAYERS, what: str = "game") -> tuple[np.ndarray, int]:
     """Return (table of 2^n float64 values indexed by bitmask, n) from a Game or a 1-d table."""
     limit = _check_int(max_players, "max_players", minimum=1)
     if isinstance(game_or_table, Game):
         n = int(game_or_table.n_players)
         if n > limit:
             raise InputError(f"{what} has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
-        table = np.asarray(game_or_table.table(), dtype=np.float64).reshape(-1)
+        table = real_values(game_or_table.table(), f"{what}.table()")
         if table.size != 2**n:
             raise InputError(f"{what}.table() returned {table.size} values; expected 2^{n} = {2**n}")
     else:
         try:
-            table = np.asarray(game_or_table, dtype=np.float64)
+            raw = np.asarray(game_or_table)
         except (TypeError, ValueError) as exc:
             raise InputError(f"{what} must be a Game or a 1-d array of 2^n values; got {type(game_or_table).__name__}") from exc
-        if table.ndim != 1:
-            raise InputError(f"{what} table must be 1-d (2^n values indexed by bitmask); got shape {table.shape}")
+        if raw.ndim != 1:
+            raise InputError(f"{what} table must be 1-d (2^n values indexed by bitmask); got shape {raw.shape}")
+        table = real_values(raw, f"{what} table")
         n = table.size.bit_length() - 1
         if table.size < 2 or 2**n != table.size:
             raise InputError(f"{what} table must have length 2^n with n >= 1; got length {table.size}")
@@ -233,7 +234,7 @@ class CoreViolation:
 
 def core_violation(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> CoreViolation:
     """Efficiency gap and the most violated coalition constraint x(S) ≥ v(S) of ``allocation``."""
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     x = _check_allocation(allocation, n)
     tol = _check_real(tol, "tol", nonnegative=True)
     excess = table - _coalition_payoffs(x, n)  # v(S) − x(S)
@@ -280,7 +281,7 @@ def least_core(game_or_table: GameOrTable, tol: float = 1e-9, *, max_players: in
     from scipy import sparse
     from scipy.optimize import linprog
 
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     tol = _check_real(tol, "tol", nonnegative=True)
     if n == 1:
         return LeastCore(epsilon=-math.inf, allocation=np.array([table[1]]), core_nonempty=True)
@@ -333,7 +334,7 @@ def check_supermodular(game_or_table: GameOrTable, tol: float = 1e-9, *, max_pla
     (telescoping sums of local conditions give the global one).  All n(n−1)/2 · 2^(n−2) of them are checked
     with numpy; the worst one, (S+i, S+j), is reported.
     """
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     tol = _check_real(tol, "tol", nonnegative=True)
     masks = _masks(n)
     worst, where = 0.0, None
@@ -417,7 +418,7 @@ def harsanyi_dividends(game_or_table: GameOrTable, *, max_players: int = MAX_PLA
     Fast Möbius transform in O(n·2^n): for each bit i, d[S + i] −= d[S] over all S ∌ i (d(∅) = v(∅)).
     The Shapley value is φ_i = Σ_{T∋i} d(T)/|T|.
     """
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     d = table.copy()
     for i in range(n):
         view = d.reshape(2 ** (n - 1 - i), 2, 2**i)  # middle axis = bit i
@@ -427,7 +428,7 @@ def harsanyi_dividends(game_or_table: GameOrTable, *, max_players: int = MAX_PLA
 
 def from_dividends(dividends, *, max_players: int = MAX_PLAYERS) -> np.ndarray:
     """Inverse of :func:`harsanyi_dividends` (zeta transform): v(S) = Σ_{T⊆S} d(T), in O(n·2^n)."""
-    d, n = _as_table(dividends, max_players, what="dividends")
+    d, n = as_table(dividends, max_players, what="dividends")
     v = d.copy()
     for i in range(n):
         view = v.reshape(2 ** (n - 1 - i), 2, 2**i)
@@ -448,7 +449,7 @@ def _tight_masks(table: np.ndarray, n: int, x: np.ndarray, tol: float) -> np.nda
 def tight_sets(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> list[tuple[int, ...]]:
     """All non-empty coalitions S with |x(S) − v(S)| ≤ tol, in increasing bitmask order (N included if x is
     efficient).  For a core allocation these are the coalitions that are paid exactly their worth."""
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     x = _check_allocation(allocation, n)
     tol = _check_real(tol, "tol", nonnegative=True)
     return [_players(m) for m in _tight_masks(table, n, x, tol)]
@@ -531,7 +532,7 @@ def context_tree(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, m
     rooting it at N, each set's parent is the smallest set of the family strictly containing it.  Children are
     ordered by their sorted player tuples.
     """
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     x = _check_allocation(allocation, n)
     tol = _check_real(tol, "tol", nonnegative=True)
     full = (1 << n) - 1
@@ -586,7 +587,7 @@ def is_block_additive(game_or_table: GameOrTable, blocks, tol: float = 1e-9, *, 
     v(S) = Σ_b v(S ∩ B_b).  Equivalently every non-zero Harsanyi dividend d(T), T ≠ ∅, has T inside one block:
     then v(S) = d(∅) + Σ_b Σ_{∅≠T⊆S∩B_b} d(T) = d(∅) + Σ_b (v(S∩B_b) − d(∅)).
     """
-    table, n = _as_table(game_or_table, max_players)
+    table, n = as_table(game_or_table, max_players)
     bmasks = _check_partition(blocks, n)
     tol = _check_real(tol, "tol", nonnegative=True)
     masks = _masks(n)

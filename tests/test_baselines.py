@@ -56,7 +56,9 @@ def test_bm25_edge_cases():
     ranker = BM25Ranker()
     assert ranker.score("q", []).shape == (0,)
     np.testing.assert_array_equal(ranker.score("?!", UNITS), 0.0)
-    np.testing.assert_array_equal(ranker.score("cat", ["", "..."]), 0.0)
+    np.testing.assert_array_equal(ranker.score("cat", ["...", "?"]), 0.0)  # no word to match: 0
+    with pytest.raises(ValueError, match="unit 0 is empty"):                   # nothing visible: refused
+        ranker.score("cat", ["", "..."])
     with pytest.raises(TypeError):
         ranker.score(3, UNITS)
     with pytest.raises(TypeError):

@@ -244,3 +244,25 @@ def test_cuda_requested_without_a_gpu_is_an_error_naming_it(tmp_path):
     with pytest.raises(InputError, match="torch sees no CUDA GPU here"):
         ShapleyPruner.from_checkpoint("models/scp-hotpotqa-best.safetensors", device="cuda")
     assert str(resolve_device(None)) == "cpu" and str(resolve_device("cpu")) == "cpu"
+
+
+def test_s9_complex_tables_are_an_error_in_theory_and_landscape():
+    from scp import landscape, theory
+
+    table = np.arange(8) * 1j
+    with pytest.raises(InputError, match="complex values"):
+        theory.as_table(table)
+    with pytest.raises(InputError, match="complex values"):
+        landscape.normalised_table(table)
+    assert theory.as_table(np.arange(8.0))[1] == 3
+
+
+def test_s5_rankers_refuse_blank_units_and_queries():
+    from scp.baselines import get_ranker
+
+    bm25 = get_ranker("bm25")
+    assert bm25.score("who?", ["Ann wrote it.", "Bob read it."]).shape == (2,)
+    with pytest.raises(InputError, match="unit 1 is empty"):
+        bm25.score("who?", ["Ann wrote it.", "\u200b\u200b"])
+    with pytest.raises(InputError, match="the query is empty"):
+        bm25.score(" \u2060", ["Ann wrote it."])
