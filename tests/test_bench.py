@@ -59,23 +59,17 @@ def test_report_regenerates_marked_blocks_from_json(tmp_path):
                   "max_abs_difference": 1e-7}]}))
     doc = tmp_path / "BENCHMARKS.md"
     blocks = "".join(f"<!-- bench:{k} -->\nold\n<!-- /bench:{k} -->\n" for k in
-                     ["environment", *bench.SECTIONS, "endtoend"])
+                     ["environment", *bench.SECTIONS, "endtoend", "gpu"])
     doc.write_text("# Benchmarks\n" + blocks + "tail\n")
     bench.report(tmp_path, doc)
     text = doc.read_text()
     assert "| net | 64 | 2.00 [2.00, 2.00] | 1.00 [1.00, 1.00] | 2.00 | 1.0e-07 |" in text
     assert "_not run yet: `python -m scp.bench long`" in text and "old" in text  # endtoend.json absent: kept
     assert "| prefix | test cpu | 2 |" in text and text.endswith("tail\n")
+    assert "_The GPU check has not run on a GPU yet" in text and "scripts/gpu_check.sh" in text
     doc.write_text("no markers")
     with pytest.raises(ValueError, match="bench:estimator"):
         bench.report(tmp_path, doc)
-
-
-def test_gpu_check_says_no_cuda_and_fails(capsys):
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA device is present")
-    assert bench.main(["gpu"]) == 1
-    assert "no CUDA device" in capsys.readouterr().err
 
 
 def test_endtoend_dispatches_to_bench_e2e(monkeypatch):
@@ -85,3 +79,37 @@ def test_endtoend_dispatches_to_bench_e2e(monkeypatch):
     monkeypatch.setattr(bench_e2e, "main", lambda argv: got.append(argv) or 0)
     assert bench.main(["endtoend", "--quick", "--threads", "1"]) == 0
     assert got == [["--quick", "--threads", "1"]]
+
+
+def test_gpu_dry_run_runs_every_section_and_checks_equality(tmp_path, capsys, monkeypatch):
+    """The GPU check's plumbing on the CPU: every section, the equality check, the JSON's structure; never gpu.json."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
+    code = bench.main(["gpu", "--dry-run", "--out", str(tmp_path)])
+    assert not (tmp_path / "gpu.json").exists()
+    result = json.loads((tmp_path / "gpu_dry_run.json").read_text())
+    assert result["dry_run"] is True and "DRY RUN" in result["note"]
+    assert result["devices"] == {"cpu": "cpu", "device": "cpu"}
+    eq = result["equality"]
+    assert result["passed"] and eq["passed"] and "1e-05" in eq["tolerance"]
+    assert all(r["max_abs_diff_device_vs_cpu"] <= r["atol"] for r in eq["rows"])
+    assert {"cpu", "device"} <= set(result["matmul"]) and result["matmul"]["device"]["rho_layer"]["flops_per_second"] > 0
+    rows = result["throughput"]
+    assert [(r["n"], r["m"]) for r in rows] == [(10, 5), (10, 20), (41, 5), (41, 20)]
+    assert all(r["cpu"]["contexts_per_second"] > 0 and r["ratio"] > 0 for r in rows)
+    assert result["training"]["cpu"]["epoch_seconds"] > 0 and result["training"]["ratio"] > 0
+    # the reader either measured tokens/s or says why it could not: never silently absent
+    assert "reader" in result or "reader" in result["errors"]
+    assert code == (0 if not result["errors"] else 3)
+    text = bench.format_gpu(result)
+    assert text.startswith("**DRY RUN") and "| 41 | 20 | gemm |" in text
+    with pytest.raises(ValueError, match="dry run never writes"):
+        bench.gpu(out_dir=bench.RESULTS, dry_run=True)
+
+
+def test_gpu_check_without_cuda_says_so_in_one_line(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert bench.main(["gpu"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "no CUDA device" in err and "\n" not in err
