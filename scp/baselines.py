@@ -17,7 +17,6 @@ import numpy as np
 
 from scp.embed import (
     Embedder,
-    as_text_list,
     get_embedder,
     l2_normalize,
     load_hf_model,
@@ -25,7 +24,7 @@ from scp.embed import (
     quiet_weight_loading,
     require_package,
 )
-from scp.text import WORD_TOKENIZER, is_blank, word_tokens
+from scp.text import WORD_TOKENIZER, as_text_list, is_blank, word_tokens
 
 from .devices import default_device
 from .errors import InputError, InputTypeError

@@ -39,10 +39,10 @@ from tqdm.auto import tqdm
 
 from scp.errors import CacheDirectoryError, ModelUnavailableError
 from scp.io import atomic_open
-from scp.text import word_tokens
+from scp.text import as_text_list, word_tokens
 
 from .devices import default_device
-from .errors import InputError, InputTypeError
+from .errors import InputError
 
 T = TypeVar("T")
 CACHE_DIR_ENV = "SCP_CACHE_DIR"
@@ -173,17 +173,6 @@ def require_package(module: str, pip_name: str, purpose: str) -> Path:
 
 # ---------------------------------------------------------------------------------------------------
 # Interface
-
-
-def as_text_list(texts: Sequence[str]) -> list[str]:
-    """``texts`` as a list of ``str``; a bare string or a non-string item raises ``TypeError``."""
-    if isinstance(texts, (str, bytes)):
-        raise InputTypeError("texts must be a sequence of strings, not a single string")
-    out = list(texts)
-    for i, text in enumerate(out):
-        if not isinstance(text, str):
-            raise InputTypeError(f"texts[{i}] is a {type(text).__name__}, expected str")
-    return out
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -52,7 +52,7 @@ def real_values(values, what: str) -> np.ndarray:
         hint = " (take .real if the imaginary parts are 0)" if raw.dtype.kind == "c" else ""
         raise InputError(f"{what} gave {kind} values (dtype {raw.dtype}){hint}; a game's values must be real "
                          "numbers (int or float)")
-    return raw.astype(np.float64).reshape(-1)
+    return np.asarray(raw, dtype=np.float64).reshape(-1)  # no copy when the values are float64 already
 
 
 class Game(abc.ABC):

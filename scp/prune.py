@@ -10,28 +10,15 @@ from __future__ import annotations
 import math
 import numbers
 import re
-from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .errors import InputError, InputTypeError, warn_user
-from .text import is_blank
+from .errors import InputError, warn_user
+from .text import as_text_list, is_blank
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def str_list(value, name: str) -> list:
-    """``value`` (a list, tuple or other ordered sequence, or a 1-d numpy array) as a list; a str, a dict, a set or
-    any unordered or non-sequence value is an :class:`InputTypeError` naming ``name`` (``list(d)`` would silently
-    take a dict's keys, ``list("abc")`` its letters)."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        return value.tolist()
-    if isinstance(value, (str, bytes, Mapping, Set)) or not isinstance(value, Sequence):
-        raise InputTypeError(f"{name} must be a list or tuple of str (one per sentence), not a "
-                             f"{type(value).__name__}")
-    return list(value)
 
 
 def regex_tokens(text: str) -> list[str]:
@@ -159,13 +146,11 @@ def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | Non
           tokenizer: Callable[[str], list] | None = None, tokenizer_name: str | None = None,
           separator: str = " ") -> PruneResult:
     """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
-    sentences = str_list(sentences, "sentences")
+    sentences = as_text_list(sentences, "sentences")
     if not sentences:
         raise InputError("empty context: nothing to prune")
     if len(scores) != len(sentences):
         raise InputError(f"got {len(scores)} scores for {len(sentences)} sentences")
-    if not all(isinstance(t, str) for t in sentences):
-        raise InputTypeError("sentences must be strings")
     blank = [i for i, t in enumerate(sentences) if is_blank(t)]
     if blank:
         raise InputError(f"sentence {blank[0]} is empty (only whitespace or invisible characters): "

@@ -21,9 +21,9 @@ from .devices import resolve_device
 from .errors import InputError, InputTypeError, warn_user
 from .features import build_contexts
 from .games import ValueNetGame
-from .prune import PruneResult, check_criterion, prune, str_list
+from .prune import PruneResult, check_criterion, prune
 from .shapley import ESTIMATORS, ShapleyResult, derive_seed, estimate, monte_carlo
-from .text import is_blank, split_sentences
+from .text import as_text_list, is_blank, split_sentences
 from .train import PointwiseScorer, TrainConfig, load_checkpoint
 
 __all__ = ["ShapleyPruner", "MAX_UNITS"]
@@ -105,11 +105,7 @@ class ShapleyPruner:
     def units(self, sentences: Sequence[str], titles: Sequence[str] | None) -> list[str]:
         """The unit texts the network reads: "Title: sentence" when trained so and titles are given."""
         if titles is not None:
-            titles = str_list(titles, "titles")
-            bad = [i for i, t in enumerate(titles) if not isinstance(t, str)]
-            if bad:
-                raise InputTypeError(f"titles must be a list or tuple of str; title {bad[0]} is a "
-                                     f"{type(titles[bad[0]]).__name__}: {titles[bad[0]]!r}")
+            titles = as_text_list(titles, "titles", item="title")
         if titles is None:
             if self.config.with_title:
                 warn_user("this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
@@ -142,7 +138,7 @@ class ShapleyPruner:
         """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores.
 
         ``top_k`` is the K whose Top-K set an adaptive budget certifies (default ⌈certify_keep·n⌉)."""
-        sentences = str_list(sentences, "sentences")
+        sentences = as_text_list(sentences, "sentences")
         self._check(query, sentences)
         units = self.units(sentences, titles)
         first: dict[str, int] = {}
@@ -189,7 +185,7 @@ class ShapleyPruner:
                           "dropped whole; pass a list of sentences to prune inside it")
         else:
             try:
-                sentences = str_list(sentences_or_text, "sentences_or_text")
+                sentences = as_text_list(sentences_or_text, "sentences_or_text")
             except InputTypeError as error:
                 raise InputTypeError(f"{error} (or one str of text to split into sentences)") from None
         from .adaptive import keep_count

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping, Sequence, Set
+from typing import Any
 
 WORD_TOKENIZER = "regex-words"
 """Name of the tokenizer implemented by :func:`word_tokens` (recorded with results)."""
@@ -46,6 +48,31 @@ _WORD = re.compile(r"\w+")
 INVISIBLE_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf"})
 """Unicode categories that show nothing: space, line and paragraph separators, control and format characters
 (U+200B zero-width space, U+200C/D joiners, U+2060 word joiner, U+FEFF byte-order mark, soft hyphen, …)."""
+
+
+def as_text_list(value: Any, name: str = "texts", item: str | None = None) -> list[str]:
+    """``value`` (a list, tuple or other ordered sequence of ``str``, or a 1-d numpy array of them) as a list.
+
+    A ``str`` (``list("abc")`` is its letters), bytes, a dict (``list(d)`` is its keys), a set (no order) or any
+    other non-sequence, and any item that is not a ``str``, is an :class:`~scp.errors.InputTypeError` naming
+    ``name`` (and a bad item as ``name[i]``, or ``item i`` where ``item`` is given): the one check of a list of
+    texts for every public entry point."""
+    from .errors import InputTypeError
+
+    if getattr(value, "ndim", None) == 1 and hasattr(value, "tolist"):  # a 1-d numpy array
+        value = value.tolist()
+    if isinstance(value, (str, bytes)):
+        raise InputTypeError(f"{name} must be a list or tuple of str (one per unit), not a {type(value).__name__}: a "
+                             "single string would be read letter by letter")
+    if isinstance(value, (Mapping, Set)) or not isinstance(value, Sequence):
+        raise InputTypeError(f"{name} must be a list or tuple of str (one per unit), not a {type(value).__name__}")
+    out = list(value)
+    bad = next((i for i, item in enumerate(out) if not isinstance(item, str)), None)
+    if bad is not None:
+        where = f"{name}[{bad}]" if item is None else f"{item} {bad}"
+        raise InputTypeError(f"{name} must be a list or tuple of str; {where} is a {type(out[bad]).__name__}: "
+                             f"{out[bad]!r}")
+    return out
 
 
 def is_blank(text: str) -> bool:
