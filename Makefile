@@ -40,7 +40,7 @@ bench: setup
 # (bit-identical weights where environment and inputs match, else validation AUC within ±0.02; about 15 min); one
 # torch thread, as the shipped model was trained
 reproduce: setup
-	OMP_NUM_THREADS=1 $(BIN)/python -m scp.reproduce shipped
+	OMP_NUM_THREADS=1 $(BIN)/python -m scp.training.reproduce shipped
 
 lab: setup
 	$(BIN)/jupyter lab notebooks/

@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from .errors import InputError
+from scp.errors import InputError
 
 
 class Parser(argparse.ArgumentParser):
@@ -32,7 +32,7 @@ def positive_int(text: str) -> int:
 
 def _check_folders_of(out: Path, option: str = "--out") -> None:
     """``option``'s path can be created: none of the folders above it is a regular file."""
-    from .io import file_above
+    from scp.io import file_above
 
     blocker = file_above(out)
     if blocker is not None:
@@ -40,7 +40,7 @@ def _check_folders_of(out: Path, option: str = "--out") -> None:
 
 
 def _eval(args) -> int:
-    from .evaluate import format_result, run_eval
+    from scp.pruning.evaluation import format_result, run_eval
 
     split = args.split or ("all" if args.data else "test")
     out = Path(args.out or f"runs/eval_{args.dataset}_{args.method}_{split}.json")
@@ -65,7 +65,8 @@ def _eval(args) -> int:
 
 
 def _train(args) -> int:
-    from .train import config_from_preset, run
+    from scp.models.config import config_from_preset
+    from scp.training.runs import run
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -76,7 +77,7 @@ def _train(args) -> int:
         if not (out / "last.safetensors").is_file():
             raise InputError(f"--resume: no checkpoint {out / 'last.safetensors'} to continue from (drop --resume to "
                              "start there)")
-        from .train import RESUME_ENTRIES, read_checkpoint
+        from scp.models.factory import RESUME_ENTRIES, read_checkpoint
 
         # unreadable, altered or malformed: one sentence now, before any data are loaded
         read_checkpoint(out / "last.safetensors", RESUME_ENTRIES)
@@ -95,7 +96,7 @@ def _train(args) -> int:
 
 
 def _prune(args) -> int:
-    from .batch import prune_jsonl, prune_jsonl_ray
+    from scp.pruning.corpus import prune_jsonl, prune_jsonl_ray
 
     common = dict(checkpoint=args.checkpoint, keep_ratio=args.keep_ratio, top_k=args.top_k,
                   token_budget=args.token_budget, n_permutations=args.n_permutations, seed=args.seed,
@@ -116,7 +117,7 @@ def _prune(args) -> int:
 
 
 def _convert(args) -> int:
-    from .checkpoint import convert
+    from scp.models.checkpoint import convert
 
     checksum = convert(args.old, args.new)
     print(f"wrote {args.new} (content checksum {checksum}, the same as {args.old}'s)")
@@ -135,7 +136,7 @@ def _saved_on_interrupt(args) -> str:
     if args.command == "train":
         last = Path(args.out) / "last.safetensors"
         if last.is_file():
-            from .checkpoint import CheckpointError, load
+            from scp.models.checkpoint import CheckpointError, load
 
             try:
                 epoch = load(last).get("epoch", "?")
@@ -146,7 +147,7 @@ def _saved_on_interrupt(args) -> str:
     if args.command == "eval":
         return "no record was written (embeddings computed so far are cached)"
     if args.command == "prune":
-        from .batch import is_stream
+        from scp.pruning.corpus import is_stream
 
         if is_stream(args.output):
             return f"the records finished so far were written to {args.output} (a stream: no resume)"
@@ -155,9 +156,9 @@ def _saved_on_interrupt(args) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .adaptive import BOUNDS
-    from .features import FEATURES
-    from .train import MODELS, PRESETS
+    from scp.core.adaptive import BOUNDS
+    from scp.data.features import FEATURES
+    from scp.models.config import MODELS, PRESETS
 
     parser = Parser(prog="scp", description="Shapley Context Pruning")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
@@ -219,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--quiet", action="store_true")
     tr.set_defaults(func=_train)
 
-    from . import runner
+    from scp.suite import runner
 
     pr = sub.add_parser("prune", help="prune every record of a JSONL corpus into a JSONL file (locally or on Ray)",
                         description="Each input line: question (or query), sentences (+ titles) or text, optional id. "
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand.  Exit codes: 0 done, 2 bad input (an :class:`SCPError`, an argparse error, or a file the
     system refused: one line), 3 evaluated with errors recorded, 130 interrupted, 1 a bug in scp (the traceback,
     then a line asking to report it)."""
-    from .errors import SCPError
+    from scp.errors import SCPError
 
     args = build_parser().parse_args(argv)
     try:

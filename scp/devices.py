@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import InputError
+from scp.errors import InputError
 
 if TYPE_CHECKING:
     import torch

@@ -47,7 +47,7 @@ def data_dir() -> Path:
 def smoke_run(tmp_path_factory):
     """Run a notebook once per test session with its smoke parameters into a temporary folder (never into
     figures/); returns (executed copy, out_dir).  Tests of one notebook in several files share the run."""
-    from scp.runner import run_notebook
+    from scp.suite.runner import run_notebook
 
     cache = {}
 

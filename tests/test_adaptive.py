@@ -1,18 +1,26 @@
-"""scp.adaptive: the certified adaptive budget keeps the exact Top-K set in ≥ 1 − δ of seeded runs."""
+"""scp.core.adaptive: the certified adaptive budget keeps the exact Top-K set in ≥ 1 − δ of seeded runs."""
 
 import math
 
 import numpy as np
 import pytest
 import torch
-
 from scipy import stats
 
-from scp.adaptive import (adaptive_deepsets_shapley, adaptive_monte_carlo, bernstein_radius, certify_topk,
-                          hoeffding_radius, keep_count, round_schedule, student_radius)
-from scp.games import AdditiveGame, FunctionGame, TableGame, ValueNetGame, all_coalitions
-from scp.shapley import exact
-from scp.value_net import DeepSetsValue
+from scp.core.adaptive import (
+    adaptive_deepsets_shapley,
+    adaptive_monte_carlo,
+    bernstein_radius,
+    certify_topk,
+    hoeffding_radius,
+    round_schedule,
+    student_radius,
+)
+from scp.core.games import AdditiveGame, FunctionGame, TableGame, all_coalitions
+from scp.core.selection import keep_count
+from scp.core.shapley import exact
+from scp.models.game import ValueNetGame
+from scp.models.value_net import DeepSetsValue
 
 
 def separated_table_game(seed=0):
@@ -153,8 +161,9 @@ class _Words:
 
 
 def toy_pruner(**kwargs):
-    from scp.pruner import ShapleyPruner
-    from scp.train import TrainConfig, build_model
+    from scp.models.config import TrainConfig
+    from scp.models.factory import build_model
+    from scp.pruning.pruner import ShapleyPruner
 
     config = TrainConfig(query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8, skip=True)
     torch.manual_seed(0)
@@ -162,7 +171,7 @@ def toy_pruner(**kwargs):
 
 
 def test_pruner_and_eval_ranker_with_an_adaptive_budget():
-    from scp.evaluate import SCPRanker
+    from scp.pruning.evaluation import SCPRanker
 
     sentences = [f"sentence {i} about topic {i % 3}" for i in range(6)]
     pruner = toy_pruner(n_permutations="adaptive", max_permutations=64, delta=0.2)

@@ -148,11 +148,11 @@ def test_eval_with_data_scores_the_whole_file_and_writes_under_runs(files, data_
 
 
 def test_interrupted_training_says_what_was_saved(files, monkeypatch, capsys):
-    import scp.train
+    import scp.training.runs
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(scp.train, "run", interrupted)
+    monkeypatch.setattr(scp.training.runs, "run", interrupted)
     assert main(TRAIN[:-1] + ["--out", str(files / "fresh")]) == 130
     assert capsys.readouterr().err.strip() == "scp train: interrupted; no epoch had finished, nothing was saved " \
                                              "(embeddings computed so far are cached)"
@@ -177,7 +177,8 @@ def test_sigint_is_one_line_not_a_traceback(tmp_path, data_dir):
 
 
 def test_ablate_says_what_it_skipped_and_how_to_rerun(tmp_path, capsys):
-    from scp.ablate import GRIDS, main as ablate_main, save_table
+    from scp.experiments.ablations import GRIDS, save_table
+    from scp.experiments.ablations import main as ablate_main
 
     save_table({name: {"name": name, "status": "ok"} for name in GRIDS["main"]}, tmp_path)
     assert ablate_main(["main", "--out", str(tmp_path)]) == 0
@@ -188,7 +189,7 @@ def test_ablate_says_what_it_skipped_and_how_to_rerun(tmp_path, capsys):
 
 @pytest.mark.parametrize("limit", [0, -1, 2.5])
 def test_run_eval_refuses_a_bad_limit_before_loading(limit):
-    from scp.evaluate import run_eval
+    from scp.pruning.evaluation import run_eval
 
     with pytest.raises(ValueError, match="limit must be an integer ≥ 1"):
         run_eval("no-such-dataset", "bm25", limit=limit)  # refused before the (unknown) dataset is looked up

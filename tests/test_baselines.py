@@ -6,10 +6,10 @@ import pytest
 from rank_bm25 import BM25Okapi
 from transformers import AutoTokenizer
 
-from scp.baselines import BM25Ranker, CosineRanker, RandomRanker, Ranker, get_ranker, unit_token_means
-from scp.embed import CachedEmbedder, RandomEmbedder, hub_reachable, require_package
+from scp.data.embedders import CachedEmbedder, RandomEmbedder, hub_reachable, require_package
+from scp.data.text import word_tokens
 from scp.errors import ModelUnavailableError
-from scp.text import word_tokens
+from scp.pruning.rankers import BM25Ranker, CosineRanker, RandomRanker, Ranker, get_ranker, unit_token_means
 
 offline_only = pytest.mark.skipif(hub_reachable(), reason="checks the offline error path; the hub is reachable here")
 UNITS = ["The cat sat on the mat.", "Dogs bark loudly at night.", "Paris is the capital of France.",

@@ -1,4 +1,4 @@
-"""`scp prune` / scp.batch: a JSONL corpus pruned record by record, locally and on Ray, resumable."""
+"""`scp prune` / scp.pruning.corpus: a JSONL corpus pruned record by record, locally and on Ray, resumable."""
 
 import json
 import os
@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from scp import batch
 from scp.cli import main
-from scp.data import load_dataset
+from scp.data.datasets import load_dataset
 from scp.errors import DataFormatError, SCPError
-from scp.pruner import ShapleyPruner
+from scp.pruning import corpus as batch
+from scp.pruning.pruner import ShapleyPruner
 
 CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.safetensors"
 M = 20
@@ -81,7 +81,7 @@ def calls(pruner, monkeypatch):
 
 
 def alone(pruner, record, **criterion):
-    """ShapleyPruner.prune on one record, as a user would call it (independent of scp.batch's parsing)."""
+    """ShapleyPruner.prune on one record, as a user would call it (independent of scp.pruning.corpus's parsing)."""
     question = record.get("question", record.get("query"))
     context = record["text"] if "text" in record else record["sentences"]
     return pruner.prune(question, context, titles=record.get("titles"), **criterion)

@@ -1,4 +1,4 @@
-"""scp.bench plumbing: rotated repeats, time-to-RMSE interpolation, BENCHMARKS.md regeneration, dispatch."""
+"""scp.bench.benchmarks plumbing: rotated repeats, time-to-RMSE interpolation, BENCHMARKS.md regeneration, dispatch."""
 
 import json
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from scp import bench
+from scp.bench import benchmarks as bench
 
 
 def test_timed_rounds_rotates_the_order_and_warms_up():
@@ -73,7 +73,7 @@ def test_report_regenerates_marked_blocks_from_json(tmp_path):
 
 
 def test_endtoend_dispatches_to_bench_e2e(monkeypatch):
-    from scp import bench_e2e
+    from scp.bench import e2e as bench_e2e
 
     got = []
     monkeypatch.setattr(bench_e2e, "main", lambda argv: got.append(argv) or 0)

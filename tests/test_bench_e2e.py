@@ -1,9 +1,9 @@
-"""scp.bench_e2e: its table and argument checks (a --quick run takes ~50 s on one core, too long for the suite;
-run it by hand: python -m scp.bench_e2e --quick --out /tmp/e2e.json)."""
+"""scp.bench.e2e: its table and argument checks (a --quick run takes ~50 s on one core, too long for the suite;
+run it by hand: python -m scp.bench.e2e --quick --out /tmp/e2e.json)."""
 
 import pytest
 
-from scp.bench_e2e import format_table, main, summarize
+from scp.bench.e2e import format_table, main, summarize
 
 
 def test_rows_hold_median_min_max_and_the_table_shows_them():

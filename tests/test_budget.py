@@ -1,14 +1,15 @@
-"""scp.budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability."""
+"""scp.experiments.mc_budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability."""
 
 import numpy as np
 import pytest
 import torch
 
-from scp.budget import batched_scores, max_abs_errors, repeated_monte_carlo, topk_set, topk_stability
-from scp.features import build_contexts
-from scp.games import TableGame, ValueNetGame
-from scp.shapley import ShapleyResult, exact, monte_carlo
-from scp.value_net import DeepSetsValue
+from scp.core.games import TableGame
+from scp.core.shapley import ShapleyResult, exact, monte_carlo
+from scp.data.features import build_contexts
+from scp.experiments.mc_budget import batched_scores, max_abs_errors, repeated_monte_carlo, topk_set, topk_stability
+from scp.models.game import ValueNetGame
+from scp.models.value_net import DeepSetsValue
 
 
 def small_net(n_extra=2):

@@ -1,10 +1,10 @@
-"""scp.cases: the paper's worked cases read from $SCP_DATA_DIR/cases (never shipped with the project)."""
+"""scp.data.cases: the paper's worked cases read from $SCP_DATA_DIR/cases (never shipped with the project)."""
 
 import json
 
 import pytest
 
-from scp.cases import TABLE19, case_path, load_case
+from scp.data.cases import TABLE19, case_path, load_case
 from scp.errors import DataFormatError, DataUnavailableError
 
 

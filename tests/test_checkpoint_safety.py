@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from scp import checkpoint
-from scp.checkpoint import CheckpointError, LegacyCheckpointWarning
 from scp.cli import main
-from scp.embed import RandomEmbedder
-from scp.features import build_contexts
-from scp.pruner import ShapleyPruner
-from scp.train import (CHECKPOINT_FORMAT, TrainConfig, build_model, load_checkpoint, read_checkpoint, train,
-                       weights_fingerprint)
+from scp.data.embedders import RandomEmbedder
+from scp.data.features import build_contexts
+from scp.models import checkpoint
+from scp.models.checkpoint import CheckpointError, LegacyCheckpointWarning
+from scp.models.config import TrainConfig
+from scp.models.factory import CHECKPOINT_FORMAT, load_checkpoint, read_checkpoint, weights_fingerprint
+from scp.pruning.pruner import ShapleyPruner
+from scp.training.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "models").glob("*.safetensors"))
@@ -114,7 +115,7 @@ def test_an_evil_pickle_is_refused_by_every_entry_point(name, how, tmp_path, tin
         ShapleyPruner.from_checkpoint(evil)
     with pytest.raises(CheckpointError):
         ShapleyPruner.from_checkpoint(evil, embedder=tiny[0])
-    from scp.model_card import model_card
+    from scp.pruning.model_card import model_card
     (tmp_path / "last.safetensors").write_bytes(tiny[2].last_path.read_bytes())
     with pytest.raises(CheckpointError):
         model_card(evil)
@@ -336,7 +337,7 @@ def test_the_command_line_reports_a_defect_in_one_line(tiny, tmp_path, capsys):
 
 
 def test_model_card_and_resume_check_what_they_read(tiny, tmp_path):
-    from scp.model_card import model_card, training_history
+    from scp.pruning.model_card import model_card, training_history
 
     emb, (tr, va), res = tiny
     run = tmp_path / "card"
@@ -363,7 +364,7 @@ def test_model_card_and_resume_check_what_they_read(tiny, tmp_path):
 def test_every_config_field_type_is_understood():
     import dataclasses
 
-    from scp.train import _config_value_ok
+    from scp.models.config import _config_value_ok
 
     for f in dataclasses.fields(TrainConfig):
         assert _config_value_ok(getattr(TrainConfig(), f.name), str(f.type)), f.name

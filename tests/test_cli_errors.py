@@ -7,8 +7,8 @@ import types
 
 import pytest
 
-import scp.embed
-import scp.evaluate
+import scp.data.embedders
+import scp.pruning.evaluation
 from scp.cli import main
 from scp.errors import InputError
 
@@ -26,7 +26,7 @@ def _raising(error):
 @pytest.mark.parametrize("error", [ZeroDivisionError("division by zero"), ValueError("a plain ValueError"),
                                    KeyError("units"), TypeError("unsupported operand")])
 def test_an_unexpected_exception_is_a_bug_with_its_traceback(error, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(scp.evaluate, "run_eval", _raising(error))
+    monkeypatch.setattr(scp.pruning.evaluation, "run_eval", _raising(error))
     assert main(EVAL + ["--out", str(tmp_path / "r.json")]) == 1
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
@@ -41,7 +41,7 @@ def test_an_unexpected_exception_is_a_bug_with_its_traceback(error, monkeypatch,
     (PermissionError(13, "Permission denied", "/x/r.json"), "[Errno 13] Permission denied: '/x/r.json'"),
 ])
 def test_bad_input_is_exit_code_2_and_one_line(error, text, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(scp.evaluate, "run_eval", _raising(error))
+    monkeypatch.setattr(scp.pruning.evaluation, "run_eval", _raising(error))
     assert main(EVAL + ["--out", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
     assert err == f"scp eval: error: {text}\n"
@@ -64,11 +64,11 @@ def test_a_missing_dataset_offline_is_one_line_without_hub_retries(tmp_path, mon
         raise socket.gaierror(-2, "Name or service not known")
 
     monkeypatch.setattr(socket, "create_connection", no_network)
-    scp.embed._tcp_reachable.cache_clear()
+    scp.data.embedders._tcp_reachable.cache_clear()
     try:
         assert main(["eval", "--dataset", "hotpotqa", "--method", "bm25", "--out", str(tmp_path / "r.json")]) == 2
     finally:
-        scp.embed._tcp_reachable.cache_clear()
+        scp.data.embedders._tcp_reachable.cache_clear()
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith("scp eval: error: hotpotqa is not available: neither ")
     assert str(tmp_path / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz") in err
@@ -78,15 +78,15 @@ def test_a_missing_dataset_offline_is_one_line_without_hub_retries(tmp_path, mon
 
 def test_the_hub_probe_goes_through_a_configured_proxy(monkeypatch):
     probed = []
-    monkeypatch.setattr(scp.embed, "_tcp_reachable", lambda host, port, timeout: probed.append((host, port)) or True)
+    monkeypatch.setattr(scp.data.embedders, "_tcp_reachable", lambda host, port, timeout: probed.append((host, port)) or True)
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "NO_PROXY", "no_proxy", "HF_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     monkeypatch.setenv("https_proxy", "http://proxy.example:3128")
-    assert scp.embed.hub_reachable()
+    assert scp.data.embedders.hub_reachable()
     monkeypatch.setenv("NO_PROXY", "huggingface.co")
     monkeypatch.setenv("no_proxy", "huggingface.co")
-    assert scp.embed.hub_reachable()
+    assert scp.data.embedders.hub_reachable()
     assert probed == [("proxy.example", 3128), ("huggingface.co", 443)]
 
 
@@ -96,7 +96,7 @@ def test_the_hub_probe_goes_through_a_configured_proxy(monkeypatch):
                                            (dict(keep_ratios=(float("nan"),)), "keep ratios must be numbers")])
 def test_run_eval_refuses_bad_numbers_before_loading(kwargs, match):
     with pytest.raises(InputError, match=match):
-        scp.evaluate.run_eval("no-such-dataset", "random", **kwargs)  # refused before the dataset is looked up
+        scp.pruning.evaluation.run_eval("no-such-dataset", "random", **kwargs)  # refused before the dataset is looked up
 
 
 def test_a_negative_seed_is_bad_input_not_a_bug(capsys, tmp_path):

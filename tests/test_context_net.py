@@ -4,15 +4,19 @@ import numpy as np
 import pytest
 import torch
 
-from scp.coalition_targets import complementarity, coalition_targets, coverage, fact_ids, sample_coalitions
-from scp.context_net import ContextDeepSets, ContextEncoder
-from scp.data import Example
-from scp.features import STRUCTURAL, split_title, structural_features
-from scp.games import FunctionGame, ValueNetGame
-from scp.greedy import greedy_select
-from scp.shapley import deepsets_shapley, exact
-from scp.synthetic import inject_redundancy
-from scp.train import ContextPointwise, TrainConfig, config_from_preset, run_name, train
+from scp.core.games import FunctionGame
+from scp.core.greedy import greedy_select
+from scp.core.shapley import deepsets_shapley, exact
+from scp.data.coalition_targets import coalition_targets, complementarity, coverage, fact_ids, sample_coalitions
+from scp.data.datasets import Example
+from scp.data.features import STRUCTURAL, split_title, structural_features
+from scp.data.synthetic import inject_redundancy
+from scp.models.config import TrainConfig, config_from_preset
+from scp.models.context_net import ContextDeepSets, ContextEncoder
+from scp.models.game import ValueNetGame
+from scp.models.pointwise import ContextPointwise
+from scp.training.loop import train
+from scp.training.runs import run_name
 
 
 def _inputs(b=2, n=7, d=8, e=2, seed=0):
@@ -166,7 +170,7 @@ def test_structural_features_read_paragraphs_titles_and_bridges():
 
 def test_set_supervision_trains_and_lowers_coalition_error(tmp_path):
     rng = np.random.default_rng(0)
-    from scp.features import Context
+    from scp.data.features import Context
 
     contexts = []
     for k in range(12):
@@ -185,7 +189,7 @@ def test_set_supervision_trains_and_lowers_coalition_error(tmp_path):
 
 
 def test_every_variant_is_matched_with_its_control():
-    from scp.interaction import VARIANTS, curve_configs, variant_configs
+    from scp.experiments.interaction import VARIANTS, curve_configs, variant_configs
 
     for name in VARIANTS:
         set_cfg, control = variant_configs(name, seed=2)

@@ -1,10 +1,10 @@
-"""scp.crossing: the budget from which a quality curve stays at or above a flat reference."""
+"""scp.experiments.crossing: the budget from which a quality curve stays at or above a flat reference."""
 
 import math
 
 import pytest
 
-from scp.crossing import crossing_point
+from scp.experiments.crossing import crossing_point
 
 
 def test_crossing_interpolates_in_log_budget():

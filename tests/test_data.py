@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scp.data import (
+from scp.data.datasets import (
     DATASETS,
     SPLITS,
     Example,
@@ -225,13 +225,13 @@ def test_fever_negatives_are_deterministic_and_never_positive(env_data: Path) ->
 def _fake_datasets(monkeypatch: pytest.MonkeyPatch, load, reachable: bool = True) -> None:
     """A stand-in ``datasets`` module with ``load`` as its ``load_dataset``; the hub counts as reachable (no probe)
     unless ``reachable`` is false."""
-    import scp.data
+    import scp.data.datasets
 
     module = types.ModuleType("datasets")
     module.load_dataset = load  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "datasets", module)
     if reachable:
-        monkeypatch.setattr(scp.data, "_hub_unavailable", lambda: None)
+        monkeypatch.setattr(scp.data.datasets, "_hub_unavailable", lambda: None)
 
 
 def _offline(*args, **kwargs):
@@ -289,7 +289,7 @@ def test_offline_mode_never_asks_the_hub(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_an_unreachable_hub_is_probed_once_not_retried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import socket
 
-    import scp.embed
+    import scp.data.embedders
 
     for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
                 "ALL_PROXY", "all_proxy"):
@@ -303,13 +303,13 @@ def test_an_unreachable_hub_is_probed_once_not_retried(monkeypatch: pytest.Monke
         raise socket.gaierror(-2, "Name or service not known")
 
     monkeypatch.setattr(socket, "create_connection", no_network)
-    scp.embed._tcp_reachable.cache_clear()
+    scp.data.embedders._tcp_reachable.cache_clear()
     try:
         for _ in range(2):
             with pytest.raises(DataUnavailableError, match=r"the hub \(https://huggingface.co\) is unreachable"):
                 load_hotpotqa()
     finally:
-        scp.embed._tcp_reachable.cache_clear()
+        scp.data.embedders._tcp_reachable.cache_clear()
     assert calls == []  # datasets.load_dataset (and its five retries) never ran
     assert probes == [(("huggingface.co", 443), 3.0)]  # one short probe per process
 
@@ -419,7 +419,7 @@ def test_example_validation(overrides: dict, message: str) -> None:
 
 
 def test_fever_negative_rules_on_crafted_file(tmp_path: Path) -> None:
-    from scp.data import _fever_id
+    from scp.data.datasets import _fever_id
 
     claims = [c for c in (f"Claim {i}." for i in range(200)) if split_of(_fever_id(c)) == "train"][:12]
     records = [
@@ -499,7 +499,7 @@ def test_record_in_wrong_layout_names_file_line_and_expected_fields(data_dir: Pa
         "(expected _id or id, question, answer, context, supporting_facts)"
     )
     good["context"] = {"title": ["T"]}  # HF layout without sentences
-    with pytest.raises(DataFormatError, match=rf"hotpot\.jsonl line 1: not in the HotpotQA layout: missing key 'sentences'"):
+    with pytest.raises(DataFormatError, match=r"hotpot\.jsonl line 1: not in the HotpotQA layout: missing key 'sentences'"):
         load_hotpotqa(_write_jsonl(path, [good]))
     good["context"] = [["T", ["A sentence."], "extra"]]
     with pytest.raises(DataFormatError, match=r"line 1: not in the HotpotQA layout: ValueError: too many values"):
@@ -556,7 +556,7 @@ def test_data_dir_that_does_not_exist_is_named(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_dataset_file_names_the_file_the_loader_reads(data_dir, monkeypatch):
-    from scp.data import dataset_file
+    from scp.data.datasets import dataset_file
 
     monkeypatch.setenv("SCP_DATA_DIR", str(data_dir))
     assert dataset_file("hotpotqa") == data_dir / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz"

@@ -1,11 +1,19 @@
-"""scp.downstream: contexts built from pruner scores, the per-condition rows of a real reader, paired tables."""
+"""scp.experiments.downstream: contexts built from pruner scores, the per-condition rows of a real reader, paired tables."""
 
 import numpy as np
 import pytest
 
-from scp.data import Example
-from scp.downstream import (CLOSED_BOOK, FULL, build_conditions, kept_units, method_scores, paired_table,
-                            read_conditions, summary_table)
+from scp.data.datasets import Example
+from scp.experiments.downstream import (
+    CLOSED_BOOK,
+    FULL,
+    build_conditions,
+    kept_units,
+    method_scores,
+    paired_table,
+    read_conditions,
+    summary_table,
+)
 
 
 def example(k: int = 0) -> Example:
@@ -83,7 +91,7 @@ def test_paired_and_summary_tables():
 def test_read_conditions_with_the_local_reader():
     torch = pytest.importorskip("torch")
     pytest.importorskip("gguf")
-    from scp.llm import LocalReader, answer_logprob
+    from scp.llm.readers import LocalReader, answer_logprob
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -1,4 +1,4 @@
-"""Entropic Context Shaping (scp.ecs): the greedy loop, the stopping rule, the baselines' selections and the
+"""Entropic Context Shaping (scp.experiments.ecs): the greedy loop, the stopping rule, the baselines' selections and the
 evidence metrics without a model; then greedy ECS with the real SmolLM2-135M-Instruct on a constructed example.
 
 (That U(u | C) is about 0 for an irrelevant update and clearly positive for the answer-bearing one is tested in
@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from scp import ecs
-from scp.data import Example
-from scp.reranking import paired_rows
+from scp.data.datasets import Example
+from scp.experiments import ecs
+from scp.experiments.reranking import paired_rows
 
 
 def coverage_score(sets, weights):
@@ -129,7 +129,7 @@ def lm():
             pytest.skip(f"the ECS model tests need {module}")
     import torch
 
-    from scp.llm import LocalReader
+    from scp.llm.readers import LocalReader
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # see tests/test_llm.py: one thread is much faster on a shared CPU
@@ -153,7 +153,7 @@ def test_greedy_ecs_picks_the_answer_bearing_sentence_first(lm):
 
 
 def test_divergence_along_one_trajectory_equals_the_llm_definition(lm):
-    from scp.llm import trajectory_divergence
+    from scp.llm.readers import trajectory_divergence
 
     ours = ecs.divergence_along(lm, QUESTION, [], CANDIDATES, "Plimton")
     reference = trajectory_divergence(lm, QUESTION, [], CANDIDATES, trajectories=["Plimton"] * 3)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import scp.embed as embed_module
-from scp.embed import (
+import scp.data.embedders as embed_module
+from scp.data.embedders import (
     CacheCorruptionWarning,
     CachedEmbedder,
     Embedder,
@@ -108,7 +108,7 @@ def test_wordllama_leaves_the_root_logger_alone():
     import subprocess
     import sys
 
-    code = ("import logging; from scp.embed import get_embedder; get_embedder('wordllama').encode(['a b']); "
+    code = ("import logging; from scp.data.embedders import get_embedder; get_embedder('wordllama').encode(['a b']); "
             "root = logging.getLogger(); print(root.level, len(root.handlers))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == [str(logging.WARNING), "0"]
@@ -329,7 +329,7 @@ def test_loading_a_model_writes_nothing_to_stderr(capfd):
     """transformers' "Loading weights: …" bar is off while a model loads (issue 17); its hook is restored after."""
     from transformers.utils import logging as hf_logging
 
-    from scp.embed import minilm_embedder
+    from scp.data.embedders import minilm_embedder
 
     before = getattr(hf_logging, "_tqdm_hook", None)
     capfd.readouterr()

@@ -1,13 +1,13 @@
-"""One SCP model per embedder (scp.embedder_ablation): TF-IDF fitted on the training split, others via train_or_load."""
+"""One SCP model per embedder (scp.experiments.embedder_ablation): TF-IDF fitted on the training split, others via train_or_load."""
 
 import os
 
 import pytest
 
-from scp.embed import hub_reachable
-from scp.embedder_ablation import TFIDF, tfidf_config_name, train_with_embedder
+from scp.data.embedders import hub_reachable
 from scp.errors import ModelUnavailableError
-from scp.pruner import ShapleyPruner
+from scp.experiments.embedder_ablation import TFIDF, tfidf_config_name, train_with_embedder
+from scp.pruning.pruner import ShapleyPruner
 
 TINY = dict(epochs=1, max_train_examples=12, max_val_examples=4, hidden=16, latent=8)
 
@@ -41,8 +41,8 @@ def test_bert_base_is_unavailable_offline(tmp_path, data_dir):
 
 
 def test_embedding_seconds_times_the_wrapped_embedder_round_robin(tmp_path):
-    from scp.embed import CachedEmbedder, get_embedder
-    from scp.embedder_ablation import embedding_seconds
+    from scp.data.embedders import CachedEmbedder, get_embedder
+    from scp.experiments.embedder_ablation import embedding_seconds
 
     cached = CachedEmbedder(get_embedder("random", dim=8), cache_dir=tmp_path)
     seconds = embedding_seconds({"cached random": cached, "random": get_embedder("random", dim=16)},

@@ -5,10 +5,18 @@ import numpy as np
 import pytest
 import torch
 
-from scp.games import TableGame, ValueNetGame, all_coalitions
-from scp.shapley import (POSITION_GRID, blocked_cumsum, deepsets_shapley, exact, monte_carlo, position_table,
-                         resolve_prefix)
-from scp.value_net import DeepSetsValue
+from scp.core.games import TableGame, all_coalitions
+from scp.core.shapley import (
+    POSITION_GRID,
+    blocked_cumsum,
+    deepsets_shapley,
+    exact,
+    monte_carlo,
+    position_table,
+    resolve_prefix,
+)
+from scp.models.game import ValueNetGame
+from scp.models.value_net import DeepSetsValue
 
 
 def small_net(seed=0, **kw):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from scp.evaluate import format_result, run_eval
+from scp.pruning.evaluation import format_result, run_eval
 
 
 def test_bm25_on_hotpotqa_records_metrics(tmp_path, data_dir):
@@ -34,8 +34,8 @@ def test_examples_without_positives_are_excluded_and_counted(data_dir):
 
 
 def test_unavailable_model_is_recorded_as_na(data_dir, monkeypatch):
-    from scp import evaluate
     from scp.errors import ModelUnavailableError
+    from scp.pruning import evaluation as evaluate
 
     def unavailable(*args, **kwargs):
         raise ModelUnavailableError("cross-encoder/ms-marco-MiniLM-L6-v2 is not available offline")

@@ -1,4 +1,4 @@
-"""scp.landscape (small contexts, least-core tight sets, pair interactions) and scp.plot's tree drawing."""
+"""scp.experiments.landscape (small contexts, least-core tight sets, pair interactions) and scp.suite.plot's tree drawing."""
 
 import matplotlib
 
@@ -7,11 +7,17 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from scp import plot, theory  # noqa: E402
-from scp.data import Example  # noqa: E402
-from scp.games import GloveGame, MajorityGame, TableGame, UnanimityGame  # noqa: E402
-from scp.landscape import (least_core_tight_sets, normalised_table, pairwise_dividends,  # noqa: E402
-                           pairwise_interaction, truncate_example)
+from scp.core import theory  # noqa: E402
+from scp.core.games import GloveGame, MajorityGame, TableGame, UnanimityGame  # noqa: E402
+from scp.data.datasets import Example  # noqa: E402
+from scp.experiments.landscape import (  # noqa: E402
+    least_core_tight_sets,
+    normalised_table,
+    pairwise_dividends,
+    pairwise_interaction,
+    truncate_example,
+)
+from scp.suite import plot  # noqa: E402
 
 
 def example(paragraph_sizes, gold):

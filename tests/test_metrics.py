@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from scp.metrics import (
+from scp.core.metrics import (
     aggregate,
     compression,
     exact_match,
@@ -13,11 +13,11 @@ from scp.metrics import (
     jaccard_at_k,
     keep_rate,
     kendall_tau_b,
-    needle_recall,
     normalize_answer,
     pairwise_auc,
     recall_at_keep,
 )
+from scp.experiments.niah import needle_recall
 
 
 def brute_auc(scores, labels):
@@ -157,7 +157,7 @@ def test_needle_recall():
 
 
 def test_paired_difference_keeps_the_pairing():
-    from scp.metrics import paired_difference
+    from scp.core.metrics import paired_difference
 
     rng = np.random.default_rng(0)
     b = rng.random(200)
@@ -175,7 +175,7 @@ def test_paired_difference_keeps_the_pairing():
 def test_all_recall_at_keep_every_positive_kept():
     from itertools import combinations
 
-    from scp.metrics import all_recall_at_keep
+    from scp.core.metrics import all_recall_at_keep
 
     assert all_recall_at_keep([0.9, 0.8, 0.1, 0.0], [1, 1, 0, 0], 0.5) == 1.0     # both in the top 2
     assert all_recall_at_keep([0.9, 0.1, 0.8, 0.0], [1, 1, 0, 0], 0.5) == 0.0     # one below the cut

@@ -1,12 +1,14 @@
-"""scp.model_card: the learning curve, size, cost and scores of a trained network, read from its checkpoints."""
+"""scp.pruning.model_card: the learning curve, size, cost and scores of a trained network, read from its checkpoints."""
 
 import numpy as np
 import pytest
 
-from scp.data import Example
-from scp.embed import RandomEmbedder
-from scp.model_card import evaluate_checkpoint, model_card, training_history
-from scp.train import TrainConfig, build_model, train
+from scp.data.datasets import Example
+from scp.data.embedders import RandomEmbedder
+from scp.models.config import TrainConfig
+from scp.models.factory import build_model
+from scp.pruning.model_card import evaluate_checkpoint, model_card, training_history
+from scp.training.loop import train
 
 QUERIES = [f"what is the capital of country {i}" for i in range(12)]
 
@@ -24,7 +26,7 @@ def examples():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from scp.features import contexts_from_examples
+    from scp.data.features import contexts_from_examples
 
     emb = RandomEmbedder(32)
     config = TrainConfig(embedder="random", query_mode="product_concat", features=("cos", "bm25z"), hidden=16,
@@ -56,10 +58,10 @@ def test_missing_last_checkpoint_is_a_clear_error(trained, tmp_path):
 
 
 def test_evaluate_checkpoint_scores_every_example(trained, monkeypatch, tmp_path):
-    import scp.embed
+    import scp.data.embedders
 
     emb, _, result = trained
-    monkeypatch.setattr(scp.embed, "get_embedder", lambda name, **kw: emb)
+    monkeypatch.setattr(scp.data.embedders, "get_embedder", lambda name, **kw: emb)
     out = evaluate_checkpoint(result.best_path, examples(), n_permutations=4, seed=0, n_boot=50,
                               cache_dir=tmp_path)
     assert out["n_examples"] == len(QUERIES) and out["units"] == "sentence"

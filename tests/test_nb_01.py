@@ -3,7 +3,7 @@ contexts, 8 validation and 10 test contexts)."""
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "01_train_value_network"
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 VARIANTS = ["hotpotqa", "2wiki", "musique-sentence-title", "musique-sentence-bare", "musique-paragraph-title",
             "musique-paragraph-bare", "msmarco", "fever"]

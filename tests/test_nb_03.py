@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "03_niah"
 METHODS = ("scp", "bm25", "cosine")

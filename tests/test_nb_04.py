@@ -2,7 +2,7 @@
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "04_mc_budget_and_bounds"
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "05_shapley_vs_loo"
 TAGS = ("hotpotqa_03", "hotpotqa_05", "redundant_03", "redundant_05")

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from scp.embed import hub_reachable
-from scp.notebook import read_records
+from scp.data.embedders import hub_reachable
+from scp.suite.notebook import read_records
 
 NAME = "06_embedder_ablation"
 AVAILABLE = ["minilm", "glove", "wordllama", "tfidf", "random"]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "07_convex_deepsets"
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "08_landscape_of_context"
 

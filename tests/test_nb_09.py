@@ -2,7 +2,7 @@
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 
 @pytest.mark.slow

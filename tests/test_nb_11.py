@@ -2,8 +2,8 @@
 
 import pytest
 
-from scp.maxshapley import KEY_POINT_SOURCE, random_jaccard
-from scp.notebook import read_records
+from scp.experiments.maxshapley import KEY_POINT_SOURCE, random_jaccard
+from scp.suite.notebook import read_records
 
 
 @pytest.mark.slow

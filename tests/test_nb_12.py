@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from scp.llm import PROMPT
-from scp.notebook import read_records
+from scp.llm.readers import PROMPT
+from scp.suite.notebook import read_records
 
 NAME = "12_entropic_context_shaping"
 DATASETS = ("hotpotqa", "2wiki")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from scp.notebook import read_records
+from scp.suite.notebook import read_records
 
 NAME = "13_interaction_aware"
 

@@ -1,12 +1,12 @@
-"""Needle-in-a-haystack evaluation helpers (scp.niah)."""
+"""Needle-in-a-haystack evaluation helpers (scp.experiments.niah)."""
 
 import math
 
 import pytest
 
-from scp.data import Example
-from scp.niah import distractor_pool, needle_rows, niah_seed
-from scp.synthetic import make_niah, niah_grid
+from scp.data.datasets import Example
+from scp.data.synthetic import make_niah, niah_grid
+from scp.experiments.niah import distractor_pool, needle_rows, niah_seed
 
 
 def _example(units, labels, titles):
@@ -51,7 +51,7 @@ def test_needle_rows_checks_shapes():
 
 
 def test_summarize_means_and_intervals_per_group():
-    from scp.niah import summarize
+    from scp.experiments.niah import summarize
 
     rows = [{"method": "a", "x": v} for v in (0.0, 1.0, 1.0, 0.0)] + [{"method": "b", "x": 0.5}] * 3
     out = summarize(rows, by=("method",), columns=("x",), n_boot=200)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from scp import notebook
-from scp.notebook import RECORD_MIME, jsonable, provenance, read_records, record, repo_root, resolve_out_dir
-from scp.shapley import ShapleyResult
+from scp.core.shapley import ShapleyResult
+from scp.suite import notebook
+from scp.suite.notebook import RECORD_MIME, jsonable, provenance, read_records, record, repo_root, resolve_out_dir
 
 
 def test_record_outside_ipython_stores_the_json_value():

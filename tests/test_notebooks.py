@@ -3,7 +3,7 @@
 Static checks follow the style guide (docs: notebook-style.md): one ``parameters`` cell whose values equal
 ``params/NAME.yaml``, no committed outputs, kernelspec python3, a title cell, short cells, no helper defined in two
 notebooks.  The execution tests run each notebook into ``tmp_path`` (never into ``figures/``) and assert on the
-values it recorded with :func:`scp.notebook.record`.
+values it recorded with :func:`scp.suite.notebook.record`.
 """
 
 import ast
@@ -14,9 +14,14 @@ import nbformat
 import pytest
 import yaml
 
-from scp.notebook import read_records
-from scp.runner import (PARAMS, check_params_in_sync, notebook_names, notebook_parameters, resolve_params,
-                        run_notebook)
+from scp.suite.notebook import read_records
+from scp.suite.runner import (
+    PARAMS,
+    check_params_in_sync,
+    notebook_names,
+    notebook_parameters,
+    resolve_params,
+)
 
 NAMES = notebook_names()
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,8 +11,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from scp import plot  # noqa: E402
-from scp.notebook import repo_root  # noqa: E402
+from scp.suite import plot  # noqa: E402
+from scp.suite.notebook import repo_root  # noqa: E402
 
 
 def _demo_figure():

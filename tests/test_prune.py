@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from scp.prune import prune, regex_tokens, select
+from scp.core.selection import select
+from scp.pruning.result import prune, regex_tokens
 
 SENTS = ["Paris is the capital of France.", "It rains.", "The Eiffel Tower is in Paris, France.", "Cats purr."]
 SCORES = [0.9, 0.1, 0.5, -0.2]
@@ -28,7 +29,7 @@ def test_keep_ratio_threshold_and_budget():
     assert r.kept_indices == (0, 1) and r.kept_tokens == 10
     with pytest.warns(UserWarning, match="keeps no unit") as caught:
         assert prune(SENTS, SCORES, token_budget=0).kept_indices == ()
-    assert caught[0].filename == __file__  # attributed to the caller's line, not to scp/prune.py
+    assert caught[0].filename == __file__  # attributed to the caller's line, not to scp/pruning/result.py
 
 
 def test_ties_broken_by_position():
@@ -63,8 +64,7 @@ def test_bad_inputs():
 
 @pytest.mark.parametrize("value", [np.float32(0.5), np.float64(0.5), np.float16(0.5), np.int64(1)])
 def test_numpy_scalars_are_numbers(value):
-    from scp.adaptive import keep_count
-    from scp.prune import check_criterion
+    from scp.core.selection import check_criterion, keep_count
 
     assert check_criterion(keep_ratio=value) == f"keep_ratio={value}"
     kept = prune(SENTS, SCORES, keep_ratio=value).kept_indices
@@ -78,7 +78,7 @@ def test_numpy_scalars_are_numbers(value):
 @pytest.mark.parametrize("value", [np.float32("nan"), float("nan"), np.float32(1.5), np.float64(0.0), np.bool_(True),
                                    True, np.float32(-0.1)])
 def test_numpy_keep_ratio_still_rejects_nan_bools_and_out_of_range(value):
-    from scp.adaptive import keep_count
+    from scp.core.selection import keep_count
 
     with pytest.raises(ValueError, match=r"keep_ratio must be a number in \(0, 1\]"):
         prune(SENTS, SCORES, keep_ratio=value)
@@ -98,8 +98,9 @@ class _Words:
 def test_shapley_pruner_takes_a_numpy_keep_ratio():
     import torch
 
-    from scp.pruner import ShapleyPruner
-    from scp.train import TrainConfig, build_model
+    from scp.models.config import TrainConfig
+    from scp.models.factory import build_model
+    from scp.pruning.pruner import ShapleyPruner
 
     config = TrainConfig(query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8, skip=True)
     torch.manual_seed(0)
@@ -115,7 +116,7 @@ def test_shapley_pruner_takes_a_numpy_keep_ratio():
 def test_a_numpy_criterion_is_described_by_the_python_number_it_holds():
     """np.float32(0.3) is 0.30000001192…, which keeps 4 of 10 units where 0.3 keeps 3: the description (written to
     scp prune's settings, which decide whether an output may be resumed) must not read "keep_ratio=0.3" for both."""
-    from scp.prune import check_criterion
+    from scp.core.selection import check_criterion
 
     scores = list(range(10))
     value = np.float32(0.3)

@@ -1,10 +1,10 @@
 """Every code block in README.md runs as written (the shipped checkpoint, the shared data).
 
-The bash block trains the shipped preset briefly (``scp.reproduce.QUICK_COMMAND``): that run is also the check of
+The bash block trains the shipped preset briefly (``scp.training.reproduce.QUICK_COMMAND``): that run is also the check of
 the README's reproducibility statement — bit-identical weights to the recorded reference run
 (``tests/data/quick_train.json``) where the environment (torch version, threads, CPU kernel set, device) and the
 inputs (embeddings, to the bit) match, otherwise the validation AUC within the stated tolerance.  The full recipe of
-the shipped model is checked the same way by ``make reproduce`` (``python -m scp.reproduce shipped``).
+the shipped model is checked the same way by ``make reproduce`` (``python -m scp.training.reproduce shipped``).
 """
 
 import json
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from scp.reproduce import QUICK_COMMAND, QUICK_REFERENCE, TOLERANCE, compare, quick_environment, reference_of
-from scp.train import SHIPPED_PRESET
+from scp.models.config import SHIPPED_PRESET
+from scp.training.reproduce import QUICK_COMMAND, QUICK_REFERENCE, TOLERANCE, compare, quick_environment, reference_of
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKS = re.findall(r"```(python|bash)\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
@@ -34,7 +34,7 @@ def test_readme_has_code_to_run():
 
 def check_reproduces_reference(path: Path) -> None:
     reference = json.loads(QUICK_REFERENCE.read_text())
-    assert reference["command"] == QUICK_COMMAND, "tests/data/quick_train.json is stale: python -m scp.reproduce quick --record"
+    assert reference["command"] == QUICK_COMMAND, "tests/data/quick_train.json is stale: python -m scp.training.reproduce quick --record"
     result = compare(reference_of(path), reference, TOLERANCE["quick"])
     print(result.describe())
     assert result.passed, result.describe()

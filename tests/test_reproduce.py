@@ -1,11 +1,11 @@
-"""scp.reproduce: a run is checked against its reference by bit identity where that applies, else by AUC."""
+"""scp.training.reproduce: a run is checked against its reference by bit identity where that applies, else by AUC."""
 
 import json
 
 import pytest
 
 from scp.errors import InputError
-from scp.reproduce import QUICK_COMMAND, QUICK_REFERENCE, compare
+from scp.training.reproduce import QUICK_COMMAND, QUICK_REFERENCE, compare
 
 ENV = {"torch": "2.13.0", "threads": 1, "cpu_capability": "AVX2", "device": "cpu"}
 REF = {"config": {"seed": 0}, "data_hash": "d", "environment": ENV, "inputs_fingerprint": "i",

@@ -1,4 +1,4 @@
-"""scp.reranking: one evaluation per method with n/a records, table rows, curves and paired differences."""
+"""scp.experiments.reranking: one evaluation per method with n/a records, table rows, curves and paired differences."""
 
 import math
 from pathlib import Path
@@ -6,12 +6,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scp import reranking
-from scp.data import Example
+from scp.data.datasets import Example
 from scp.errors import ModelUnavailableError
-from scp.reranking import (ci_text, evaluate_method, keep_ratio_rows, load_test_split, metric_matrix, paired_rows,
-                           per_dataset_config, summary_row, verdict)
-from scp.train import config_from_preset, run_name
+from scp.experiments import reranking
+from scp.experiments.reranking import (
+    ci_text,
+    evaluate_method,
+    keep_ratio_rows,
+    load_test_split,
+    metric_matrix,
+    paired_rows,
+    per_dataset_config,
+    summary_row,
+    verdict,
+)
+from scp.models.config import config_from_preset
+from scp.training.runs import run_name
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,10 +4,19 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from scp import runner
-from scp.notebook import read_records
-from scp.runner import (NotebookFailed, ParameterError, add_subparser, check_params_in_sync, load_params, main, order,
-                        parse_overrides, resolve_params)
+from scp.suite import runner
+from scp.suite.notebook import read_records
+from scp.suite.runner import (
+    NotebookFailed,
+    ParameterError,
+    add_subparser,
+    check_params_in_sync,
+    load_params,
+    main,
+    order,
+    parse_overrides,
+    resolve_params,
+)
 
 
 def write_notebook(path, params_source, *cells):
@@ -30,7 +39,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "PARAMS", params)
     monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
     write_notebook(nbs / "01_demo.ipynb", "n = 10  # size\nseed = 0  # seed\nout_dir = None  # set by the runner",
-                   "from scp.notebook import record\nrecord('n_seen', n)\nrecord('out_dir_seen', out_dir)")
+                   "from scp.suite.notebook import record\nrecord('n_seen', n)\nrecord('out_dir_seen', out_dir)")
     (params / "01_demo.yaml").write_text("n: 10\nseed: 0\nsmoke:\n  n: 2\n")
     return tmp_path
 
@@ -197,7 +206,7 @@ def test_bad_input_stops_before_any_kernel_starts(typed, monkeypatch, capsys):
     assert main(["all", "--smoke"]) == 2
     assert started == []
     err = capsys.readouterr().err.strip()
-    assert err.startswith("python -m scp.runner: error: ") and len(err.splitlines()) == 1
+    assert err.startswith("python -m scp.suite.runner: error: ") and len(err.splitlines()) == 1
     assert err.endswith("02_typed.yaml (smoke section): parameter n of notebook 02_typed expects an integer (its "
                         "default is 10); got 2.5 (float)")
     for argv, words in [(["01_demo", "-p", "n=abc"], "parameter n of notebook 01_demo expects an integer"),

@@ -3,15 +3,30 @@
 import numpy as np
 import pytest
 
-
-from scp.games import (AdditiveGame, FunctionGame, GloveGame, MajorityGame, MaxSumGame, TableGame, UnanimityGame,
-                       all_coalitions)
-from scp.shapley import (estimate, exact, leave_one_out, max_game_shapley, max_shapley, monte_carlo,
-                         sample_permutations, shapley_from_table)
+from scp.core.games import (
+    AdditiveGame,
+    FunctionGame,
+    GloveGame,
+    MajorityGame,
+    MaxSumGame,
+    TableGame,
+    UnanimityGame,
+    all_coalitions,
+)
+from scp.core.shapley import (
+    estimate,
+    exact,
+    leave_one_out,
+    max_game_shapley,
+    max_shapley,
+    monte_carlo,
+    sample_permutations,
+    shapley_from_table,
+)
 
 
 def brute_force_shapley(game):
-    """Σ over permutations: the definition, independent of scp.shapley's weights."""
+    """Σ over permutations: the definition, independent of scp.core.shapley's weights."""
     import itertools
 
     n = game.n_players
@@ -112,7 +127,7 @@ def test_same_seed_same_numbers_and_seed_recorded():
 
 
 def test_theorem_3_1_bound_holds_in_99_percent_of_trials():
-    from scp import theory
+    from scp.core import theory
 
     n, B, M, delta = 8, 1.0, 40, 0.01
     game = TableGame.random(n, seed=6, bound=B)

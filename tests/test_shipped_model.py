@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 
-from scp.data import load_dataset, split_examples
-from scp.metrics import pairwise_auc
-from scp.pruner import ShapleyPruner
+from scp.core.metrics import pairwise_auc
+from scp.data.datasets import load_dataset, split_examples
+from scp.pruning.pruner import ShapleyPruner
 
 CHECKPOINT = Path(__file__).resolve().parents[1] / "models" / "scp-hotpotqa-best.safetensors"
 

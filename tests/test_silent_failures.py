@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scp.core.games import FunctionGame, TableGame
+from scp.core.shapley import exact, leave_one_out, monte_carlo, naive_monte_carlo, shapley_from_table
+from scp.data.text import is_blank, split_sentences
 from scp.errors import DataFormatError, InputError, InputTypeError
-from scp.games import FunctionGame, TableGame
-from scp.shapley import exact, leave_one_out, monte_carlo, naive_monte_carlo, shapley_from_table
-from scp.text import is_blank, split_sentences
 
 POINTWISE = "models/pointwise-hotpotqa-best.safetensors"
 ZERO_WIDTH = "\u200b"
@@ -24,9 +24,10 @@ ZERO_WIDTH = "\u200b"
 
 def pruner(model="deepsets", **kwargs):
     """A small untrained pruner over a random embedder (no checkpoint, no download)."""
-    from scp.embed import RandomEmbedder
-    from scp.pruner import ShapleyPruner
-    from scp.train import TrainConfig, build_model
+    from scp.data.embedders import RandomEmbedder
+    from scp.models.config import TrainConfig
+    from scp.models.factory import build_model
+    from scp.pruning.pruner import ShapleyPruner
 
     config = TrainConfig(embedder="random", model=model, query_mode="product_concat", features=("cos", "bm25z"),
                          hidden=16, latent=8)
@@ -37,7 +38,7 @@ def pruner(model="deepsets", **kwargs):
 # ------------------------------------------------------------------------------------------------ scp eval
 
 def test_s3_checkpoint_with_a_method_that_ignores_it_is_an_error():
-    from scp.evaluate import make_ranker, run_eval
+    from scp.pruning.evaluation import make_ranker, run_eval
 
     with pytest.raises(InputError, match=r"--checkpoint only applies to the methods that use one \(scp, scp-loo\); "
                                          r"method 'bm25' does not read junk.safetensors"):
@@ -47,7 +48,7 @@ def test_s3_checkpoint_with_a_method_that_ignores_it_is_an_error():
 
 
 def test_s4_duplicate_example_id_is_an_error_naming_file_id_and_lines(tmp_path, data_dir):
-    from scp.data import load_dataset
+    from scp.data.datasets import load_dataset
 
     lines = gzip.open(data_dir / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz", "rt").read().splitlines()[:2]
     path = tmp_path / "twice.jsonl"
@@ -65,7 +66,7 @@ def test_s4_duplicate_example_id_is_an_error_naming_file_id_and_lines(tmp_path, 
 
 
 def test_s6_pointwise_checkpoint_with_control_variate_is_an_error():
-    from scp.evaluate import run_eval
+    from scp.pruning.evaluation import run_eval
 
     with pytest.raises(InputError, match="control_variate='position' does not apply to this checkpoint: its model "
                                          "is 'pointwise'"):
@@ -78,7 +79,7 @@ def test_s6_pointwise_checkpoint_with_control_variate_is_an_error():
 
 
 def test_s7_pointwise_checkpoint_with_adaptive_budget_is_an_error():
-    from scp.evaluate import run_eval
+    from scp.pruning.evaluation import run_eval
 
     with pytest.raises(InputError, match="n_permutations='adaptive' does not apply to this checkpoint: its model is "
                                          "'pointwise'.*no permutations"):
@@ -103,8 +104,8 @@ def test_s5_zero_width_unit_is_empty():
             p.rank("a question", ["a real sentence", bad])
     with pytest.raises(InputError, match="query must be a non-empty string"):
         p.rank(ZERO_WIDTH, ["a real sentence"])
-    from scp.batch import parse_line
-    from scp.data import Example
+    from scp.data.datasets import Example
+    from scp.pruning.corpus import parse_line
 
     assert parse_line(json.dumps({"question": "q", "sentences": ["a", ZERO_WIDTH]}), 1).error == "sentence 1 is empty"
     assert "question must be a non-empty string" in parse_line(json.dumps({"question": ZERO_WIDTH,
@@ -115,7 +116,7 @@ def test_s5_zero_width_unit_is_empty():
 
 
 def test_s12_zero_width_unit_cannot_be_the_one_kept():
-    from scp.prune import prune
+    from scp.pruning.result import prune
 
     with pytest.raises(InputError, match="sentence 1 is empty"):
         prune(["a real sentence", ZERO_WIDTH], [0.0, 1.0], top_k=1)
@@ -153,7 +154,7 @@ def complex_game(n=3):
     return FunctionGame(lambda C: C.sum(1) * 1j, n)
 
 
-class RawComplexGame:  # a plain callable with n_players, not a scp.games.Game
+class RawComplexGame:  # a plain callable with n_players, not a scp.core.games.Game
     n_players = 3
 
     def __call__(self, C):
@@ -162,7 +163,7 @@ class RawComplexGame:  # a plain callable with n_players, not a scp.games.Game
 
 @pytest.mark.parametrize("game", [complex_game(), RawComplexGame()], ids=["Game", "callable"])
 def test_s8_complex_game_values_are_an_error_in_monte_carlo(game):
-    from scp.adaptive import adaptive_monte_carlo
+    from scp.core.adaptive import adaptive_monte_carlo
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # not numpy's ComplexWarning: an error
@@ -234,7 +235,7 @@ def test_hang_exact_is_refused_from_the_measured_rate():
 def test_cuda_requested_without_a_gpu_is_an_error_naming_it(tmp_path):
     from scp.devices import resolve_device
     from scp.errors import InputError
-    from scp.pruner import ShapleyPruner
+    from scp.pruning.pruner import ShapleyPruner
 
     for device in ("cuda", "cuda:1"):
         with pytest.raises(InputError, match="torch sees no CUDA GPU here"):
@@ -247,7 +248,8 @@ def test_cuda_requested_without_a_gpu_is_an_error_naming_it(tmp_path):
 
 
 def test_s9_complex_tables_are_an_error_in_theory_and_landscape():
-    from scp import landscape, theory
+    from scp.core import theory
+    from scp.experiments import landscape
 
     table = np.arange(8) * 1j
     with pytest.raises(InputError, match="complex values"):
@@ -258,7 +260,7 @@ def test_s9_complex_tables_are_an_error_in_theory_and_landscape():
 
 
 def test_s5_rankers_refuse_blank_units_and_queries():
-    from scp.baselines import get_ranker
+    from scp.pruning.rankers import get_ranker
 
     bm25 = get_ranker("bm25")
     assert bm25.score("who?", ["Ann wrote it.", "Bob read it."]).shape == (2,)

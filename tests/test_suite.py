@@ -2,8 +2,8 @@
 
 import re
 
-from scp import suite
-from scp.runner import notebook_names
+from scp.suite import gallery as suite
+from scp.suite.runner import notebook_names
 
 
 def test_every_notebook_is_listed_and_every_figure_has_a_caption():

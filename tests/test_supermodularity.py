@@ -1,14 +1,14 @@
-"""scp.supermodularity: the games trained networks play on real contexts, and how often they are not convex."""
+"""scp.experiments.supermodularity: the games trained networks play on real contexts, and how often they are not convex."""
 
 import numpy as np
 import pytest
 import torch
 
-from scp.embed import RandomEmbedder
-from scp.features import build_contexts
-from scp.supermodularity import context_game, float64_network, summarize_rates, violation_rates
-from scp.train import PointwiseScorer
-from scp.value_net import ConvexDeepSets, DeepSetsValue
+from scp.data.embedders import RandomEmbedder
+from scp.data.features import build_contexts
+from scp.experiments.supermodularity import context_game, float64_network, summarize_rates, violation_rates
+from scp.models.pointwise import PointwiseScorer
+from scp.models.value_net import ConvexDeepSets, DeepSetsValue
 
 
 def contexts(n_contexts=3, n_units=9, dim=16):

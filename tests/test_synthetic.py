@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scp.data import Example, load_hotpotqa
-from scp.synthetic import (
+from scp.data.datasets import Example, load_hotpotqa
+from scp.data.synthetic import (
     dose_protocol_example,
     make_niah,
     make_redundancy,
@@ -175,7 +175,7 @@ def test_make_redundancy_default_is_dose_protocol() -> None:
 
 
 def test_niah_keys_and_values_avoid_the_haystack() -> None:
-    from scp.synthetic import _KEY_ADJECTIVES, _KEY_NOUNS
+    from scp.data.synthetic import _KEY_ADJECTIVES, _KEY_NOUNS
 
     all_but_one = [f"The {a}-{n} was seen." for a in _KEY_ADJECTIVES for n in _KEY_NOUNS if (a, n) != ("amber", "anchor")]
     ex = make_niah(len(all_but_one) + 1, 0.5, 1, haystack=all_but_one)

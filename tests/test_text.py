@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scp.text import WORD_TOKENIZER, split_sentences, word_tokens
+from scp.data.text import WORD_TOKENIZER, split_sentences, word_tokens
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests for scp.theory against hand-worked textbook games."""
+"""Tests for scp.core.theory against hand-worked textbook games."""
 
 from __future__ import annotations
 
@@ -8,20 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from scp.games import (
-    AdditiveGame,
-    FunctionGame,
-    GloveGame,
-    MajorityGame,
-    TableGame,
-    UnanimityGame,
-    all_coalitions,
-)
-from scp import theory as th
-
+from scp.core import theory as th
+from scp.core.games import AdditiveGame, FunctionGame, GloveGame, MajorityGame, TableGame, UnanimityGame, all_coalitions
 
 # ----------------------------------------------------------------------------------------------------------
-# helpers (independent of scp.theory)
+# helpers (independent of scp.core.theory)
 
 
 def shapley_by_enumeration(table: np.ndarray) -> np.ndarray:

@@ -4,15 +4,17 @@ import numpy as np
 import pytest
 import torch
 
-from scp.embed import RandomEmbedder
-from scp import checkpoint
-from scp.checkpoint import CheckpointError
-from scp.evaluate import SCPRanker
-from scp.features import build_contexts, collate, context_key
-from scp.shapley import derive_seed
-from scp.pruner import ShapleyPruner
-from scp.train import (PointwiseScorer, TrainConfig, build_model, load_checkpoint, pairwise_margin_loss, train,
-                       unit_scores)
+from scp.core.shapley import derive_seed
+from scp.data.embedders import RandomEmbedder
+from scp.data.features import build_contexts, collate, context_key
+from scp.models import checkpoint
+from scp.models.checkpoint import CheckpointError
+from scp.models.config import TrainConfig
+from scp.models.factory import build_model, load_checkpoint
+from scp.models.pointwise import PointwiseScorer
+from scp.pruning.evaluation import SCPRanker
+from scp.pruning.pruner import ShapleyPruner
+from scp.training.loop import pairwise_margin_loss, train, unit_scores
 
 QUERIES = [f"what is the capital of country {i}" for i in range(24)]
 
@@ -170,8 +172,8 @@ def test_no_positives_is_a_clear_error(tmp_path):
 
 
 def test_presets_and_ablation_grids_are_valid_configs():
-    from scp.ablate import GRIDS
-    from scp.train import PRESETS, config_from_preset
+    from scp.experiments.ablations import GRIDS
+    from scp.models.config import PRESETS, config_from_preset
 
     for preset in PRESETS:
         config_from_preset(preset)
@@ -284,7 +286,7 @@ def test_pruner_validates_before_ranking_and_warns_where_surprising(trained):
 
 
 def test_train_or_load_reuses_only_the_same_config(tmp_path, data_dir, monkeypatch):
-    from scp import train as train_module
+    from scp.training import runs as train_module
 
     monkeypatch.setenv("SCP_CACHE_DIR", str(tmp_path / "cache"))
     config = TrainConfig(embedder="random", query_mode="product_concat", features=("cos",), hidden=8, latent=4,

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from scp.games import ValueNetGame
-from scp.shapley import deepsets_shapley, exact, monte_carlo, sample_permutations
-from scp.value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue
+from scp.core.shapley import deepsets_shapley, exact, monte_carlo, sample_permutations
+from scp.models.game import ValueNetGame
+from scp.models.value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue
 
 
 def n_params(net):
@@ -71,7 +71,7 @@ def test_psi_caching_game_equals_full_forward_game():
     torch.manual_seed(6)
     net = DeepSetsValue(embed_dim=10, hidden=16, latent=8, query_mode="product", n_extra=1, skip=True).eval()
     units, query, extra = torch.randn(7, 10), torch.randn(10), torch.randn(7, 1)
-    from scp.games import all_coalitions
+    from scp.core.games import all_coalitions
 
     C = all_coalitions(7)
     full = ValueNetGame(net, units, query, extra)(C)
@@ -119,7 +119,7 @@ def test_antithetic_and_seed_reproducibility():
 
 
 def test_convex_deepsets_is_supermodular_and_unconstrained_is_not():
-    from scp.theory import check_supermodular, supermodularity_violation_rate
+    from scp.core.theory import check_supermodular, supermodularity_violation_rate
 
     torch.manual_seed(5)
     n, d = 8, 10
@@ -135,7 +135,7 @@ def test_convex_deepsets_is_supermodular_and_unconstrained_is_not():
 
     convex = ConvexDeepSets(embed_dim=d, hidden=32, latent=16).eval()
     plain = DeepSetsValue(embed_dim=d, hidden=32, latent=16, query_mode="product").eval()
-    from scp.games import FunctionGame, TableGame
+    from scp.core.games import FunctionGame, TableGame
 
     assert check_supermodular(TableGame.from_game(FunctionGame(logit_game(convex), n)), tol=1e-6).is_supermodular
     rate_convex = supermodularity_violation_rate(logit_game(convex), n, 2000, seed=0)

@@ -1,0 +1,113 @@
+"""How good a Monte-Carlo Shapley estimate is for its budget: many independent estimates of one game, their
+errors against the exact values, and how often they keep the exact Top-K set.
+
+- :func:`repeated_monte_carlo` draws one estimate per seed, each equal to ``monte_carlo(game, M, seed=s)``; for a
+  value-network game all of them come from one batched fast-path call (the context repeated once per seed),
+  which is what makes hundreds of repeats per budget affordable on a CPU.
+- :func:`batched_scores` scores many contexts through the fast path in batches of similar length (less padding,
+  so its wall time measures the estimator rather than the padding), with the same values as
+  :class:`scp.pruning.evaluation.SCPRanker`.
+- :func:`topk_stability` is the fraction of estimates whose Top-K set is the exact one, the event that
+  Theorem A.3 (:func:`scp.core.theory.topk_sample_size`) guarantees with probability ≥ 1 − δ.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from scp.core.shapley import ShapleyResult, deepsets_shapley, monte_carlo
+from scp.data.features import collate
+from scp.errors import InputError
+from scp.models.game import ValueNetGame
+
+__all__ = ["batched_scores", "max_abs_errors", "repeated_monte_carlo", "topk_set", "topk_stability"]
+
+
+def repeated_monte_carlo(game, n_permutations: int, seeds: Sequence[int]) -> list[ShapleyResult]:
+    """Independent Monte-Carlo estimates of ``game``'s Shapley values, one per seed.
+
+    Args:
+        game: any game; a :class:`~scp.models.game.ValueNetGame` over a Deep Sets network takes one batched call.
+        n_permutations: M, permutations per estimate.
+        seeds: one seed per estimate.
+
+    Returns:
+        ``[monte_carlo(game, n_permutations, seed=s) for s in seeds]`` (equal up to float rounding), each with
+        ``n_evaluations`` = M·(n − 1) + 2.
+    """
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise InputError("give at least one seed")
+    if not (isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_layer")):
+        return [monte_carlo(game, n_permutations, seed=s) for s in seeds]
+    net, r = game.net, len(seeds)
+    was_training = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            extra = None if game.extra is None else game.extra[None].expand(r, -1, -1)
+            batch = deepsets_shapley(net, game.units[None].expand(r, -1, -1), game.query[None].expand(r, -1),
+                                     extra=extra, n_permutations=n_permutations, seed=seeds)
+    finally:
+        net.train(was_training)
+    return [batch.result(i) for i in range(r)]
+
+
+def max_abs_errors(estimates: Sequence[ShapleyResult], exact_values) -> np.ndarray:
+    """max_i |φ̂_i − φ_i| of each estimate (an array as long as ``estimates``)."""
+    phi = np.asarray(exact_values, dtype=np.float64)
+    return np.array([float(np.abs(np.asarray(e.values) - phi).max()) for e in estimates])
+
+
+def topk_set(values, k: int) -> frozenset[int]:
+    """The indices of the ``k`` largest values (ties broken towards the lower index)."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if not 1 <= k <= v.size:
+        raise InputError(f"k must satisfy 1 <= k <= n = {v.size}; got {k}")
+    return frozenset(np.argsort(-v, kind="stable")[:k].tolist())
+
+
+def topk_stability(estimates: Sequence[ShapleyResult], exact_values, k: int) -> float:
+    """Fraction of ``estimates`` whose Top-K set equals the Top-K set of ``exact_values``."""
+    if not estimates:
+        raise InputError("no estimates")
+    truth = topk_set(exact_values, k)
+    return float(np.mean([topk_set(e.values, k) == truth for e in estimates]))
+
+
+def batched_scores(net, contexts, n_permutations: int, seed: int = 0, batch_size: int = 32) -> list[np.ndarray]:
+    """Monte-Carlo Shapley values of every context (a :class:`scp.data.features.Context`), in the given order.
+
+    Contexts are sorted by length and scored ``batch_size`` at a time by :func:`scp.core.shapley.deepsets_shapley`;
+    each context's permutations come from ``seed`` and its own key, so its values are those
+    :class:`scp.pruning.evaluation.SCPRanker` (and ``ShapleyPruner.rank``) give it, whatever the batching.
+
+    Args:
+        net: a Deep Sets value network.
+        contexts: the contexts to score.
+        n_permutations: M.
+        seed: the run seed.
+        batch_size: contexts per batched call.
+
+    Returns:
+        One float64 array of n_i values per context.
+    """
+    order = sorted(range(len(contexts)), key=lambda i: contexts[i].n_units)
+    out: list[np.ndarray | None] = [None] * len(contexts)
+    was_training = net.training
+    net.eval()
+    try:
+        with torch.no_grad():
+            for s in range(0, len(order), batch_size):
+                idx = order[s:s + batch_size]
+                b = collate([contexts[i] for i in idx])
+                values = deepsets_shapley(net, b.units, b.query, b.mask, b.extra if net.n_extra else None,
+                                          n_permutations=n_permutations, seed=b.seeds(seed)).values
+                for row, i in enumerate(idx):
+                    out[i] = values[row, :contexts[i].n_units].double().numpy()
+    finally:
+        net.train(was_training)
+    return out

@@ -1,0 +1,201 @@
+"""The pruner a user meets first: a trained checkpoint ranks sentences by Shapley value and keeps the best.
+
+>>> pruner = ShapleyPruner.from_checkpoint("models/scp-hotpotqa-best.safetensors")
+>>> pruner.rank("Who founded X?", sentences, titles=titles).values    # one Shapley value per sentence
+>>> pruner.prune("Who founded X?", text, keep_ratio=0.5).kept_text
+
+Sentences are read as the checkpoint was trained: with ``unit_repr="title"`` pass ``titles=`` (one per
+sentence) so units read "Title: sentence"; without titles the bare sentences are used (and a warning says so).
+Monte-Carlo permutations are seeded by ``seed`` and the context's text (:func:`scp.data.features.context_key`), so
+the same context gets the same values here, in ``scp eval`` and in a notebook, whatever it is batched with.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from scp.core.selection import check_criterion
+from scp.core.shapley import ESTIMATORS, ShapleyResult, derive_seed, estimate, monte_carlo
+from scp.data.features import build_contexts
+from scp.data.text import as_text_list, is_blank, split_sentences
+from scp.devices import resolve_device
+from scp.errors import InputError, InputTypeError, warn_user
+from scp.models.config import TrainConfig
+from scp.models.factory import load_checkpoint
+from scp.models.game import ValueNetGame
+from scp.models.pointwise import PointwiseScorer
+from scp.pruning.result import PruneResult, prune
+
+__all__ = ["ShapleyPruner", "MAX_UNITS"]
+
+MAX_UNITS = 4096
+
+
+class ShapleyPruner:
+    """Rank and prune sentences with a trained value network (or the pointwise control).
+
+    ``estimator`` is any name of :data:`scp.core.shapley.ESTIMATORS` (``monte_carlo``, ``exact``, ``loo``, …);
+    ``estimator_options`` go to it (e.g. ``max_players=20`` for exact Shapley on longer contexts).
+    ``n_permutations="adaptive"`` draws ``min_permutations`` permutations, then doubles the total in rounds until
+    the Top-K set is certified with probability ≥ 1 − ``delta`` or ``max_permutations`` is reached
+    (:mod:`scp.core.adaptive`); K comes from ``prune``'s ``top_k`` / ``keep_ratio``, else from ``certify_keep``; the
+    result's ``metadata["certificate"]`` says what was certified.  ``bound`` is the interval behind it
+    ("bernstein" and "hoeffding" are rigorous, "student" is the asymptotic CLT interval) and ``tolerance`` the
+    ε of an ε-certified Top-K set.  ``control_variate="position"`` (Monte Carlo on a value network, fixed or
+    adaptive M) subtracts the unbiased position control variate (:func:`scp.core.shapley.first_layer_shapley`).
+    A pointwise checkpoint scores each unit exactly in one pass: ``estimator``, ``estimator_options``,
+    ``control_variate`` and an adaptive budget do not apply to it and are refused (:class:`~scp.errors.InputError`).
+    Sentences and titles are lists or tuples of str (a dict, a set or a str of titles is an
+    :class:`~scp.errors.InputTypeError`); a sentence or query that is blank (:func:`scp.data.text.is_blank`: only
+    whitespace or invisible characters such as U+200B) is refused like an empty one.
+    """
+
+    def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
+                 n_permutations: int | str = 50, antithetic: bool = False, seed: int | None = 0,
+                 device: str | None = None, max_units: int = MAX_UNITS, estimator_options: dict | None = None,
+                 delta: float = 0.05, min_permutations: int = 16, max_permutations: int = 1000,
+                 certify_keep: float = 0.5, tolerance: float = 0.0, bound: str = "bernstein",
+                 control_variate: str | None = None):
+        if estimator not in ESTIMATORS:
+            raise InputError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
+        if control_variate is not None:
+            from scp.core.shapley import CONTROL_VARIATES
+
+            if control_variate not in CONTROL_VARIATES or ESTIMATORS[estimator] is not monte_carlo:
+                raise InputError(f"control_variate must be one of {CONTROL_VARIATES} with the monte_carlo estimator; "
+                                 f"got {control_variate!r} with {estimator!r}")
+        if isinstance(n_permutations, str):
+            if n_permutations != "adaptive" or ESTIMATORS[estimator] is not monte_carlo:
+                raise InputError(f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
+                                 f"estimator; got {n_permutations!r} with {estimator!r}")
+            from scp.core.adaptive import check_options, round_schedule
+            from scp.core.selection import keep_count
+
+            round_schedule(min_permutations, max_permutations, antithetic)  # bad options fail here, not later
+            keep_count(1, certify_keep)
+            check_options(delta, tolerance, bound, control_variate)
+        self.delta, self.certify_keep, self.tolerance = delta, certify_keep, tolerance
+        self.bound, self.control_variate = bound, control_variate
+        self.min_permutations, self.max_permutations = min_permutations, max_permutations
+        self.model, self.config, self.embedder = model.eval(), config, embedder
+        self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
+        self.device, self.max_units = None if device is None else resolve_device(device), max_units
+        self.estimator_options = dict(estimator_options or {})
+        if isinstance(model, PointwiseScorer):
+            given = dict(estimator=estimator if estimator != "monte_carlo" else None,
+                         n_permutations=n_permutations if self.adaptive else None,
+                         control_variate=control_variate, estimator_options=estimator_options or None)
+            ignored = [f"{k}={v!r}" for k, v in given.items() if v is not None]
+            if ignored:
+                raise InputError(f"{', '.join(ignored)} does not apply to this checkpoint: its model is "
+                                 f"{config.model!r}, which scores each unit exactly in one pass (no permutations "
+                                 "are sampled, so there is no Shapley estimator, control variate or adaptive budget to "
+                                 "apply); drop the option or use a Shapley checkpoint (a set model such as 'deepsets')")
+
+    @classmethod
+    def from_checkpoint(cls, path, embedder=None, cache_dir=None, **kwargs) -> "ShapleyPruner":
+        """Load a checkpoint and the embedder it was trained with (a mismatched embedder is an error)."""
+        from scp.data.embedders import CachedEmbedder, get_embedder
+
+        if embedder is None:
+            _, config, _ = load_checkpoint(path)
+            embedder = CachedEmbedder(get_embedder(config.embedder), cache_dir)
+        model, config, _ = load_checkpoint(path, embedder_id=embedder.id, embed_dim=embedder.dim)
+        return cls(model, config, embedder, **kwargs)
+
+    def units(self, sentences: Sequence[str], titles: Sequence[str] | None) -> list[str]:
+        """The unit texts the network reads: "Title: sentence" when trained so and titles are given."""
+        if titles is not None:
+            titles = as_text_list(titles, "titles", item="title")
+        if titles is None:
+            if self.config.with_title:
+                warn_user("this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
+                          "sentences are scored (expect lower quality)")
+            return list(sentences)
+        if len(titles) != len(sentences):
+            raise InputError(f"got {len(titles)} titles for {len(sentences)} sentences")
+        return [s if is_blank(t) else f"{t}: {s}" for t, s in zip(titles, sentences)]
+
+    def _check(self, query: str, sentences: list[str]) -> None:
+        if not isinstance(query, str) or is_blank(query):
+            raise InputError(f"query must be a non-empty string (not only whitespace or invisible characters); got "
+                             f"{query!r}")
+        if not sentences:
+            raise InputError("empty context: give at least one sentence")
+        bad = [i for i, s in enumerate(sentences) if not (isinstance(s, str) and not is_blank(s))]
+        if bad:
+            raise InputError(f"every sentence must be a non-empty string (not only whitespace or invisible "
+                             f"characters); sentence {bad[0]} is {sentences[bad[0]]!r}")
+        if len(sentences) > self.max_units:
+            raise InputError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
+                             "passages or raise max_units (cost grows as M·n²)")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.n_permutations == "adaptive"
+
+    def rank(self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None,
+             top_k: int | None = None) -> ShapleyResult:
+        """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores.
+
+        ``top_k`` is the K whose Top-K set an adaptive budget certifies (default ⌈certify_keep·n⌉)."""
+        sentences = as_text_list(sentences, "sentences")
+        self._check(query, sentences)
+        units = self.units(sentences, titles)
+        first: dict[str, int] = {}
+        duplicates = [(first[u.strip()], i) for i, u in enumerate(units) if first.setdefault(u.strip(), i) != i]
+        if duplicates:
+            warn_user(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
+                      "between copies (leave-one-out would give each ≈ 0)")
+        ctx = build_contexts([query], [units], self.embedder, self.config.features)[0]
+        if isinstance(self.model, PointwiseScorer):
+            with torch.no_grad():
+                scores = self.model(ctx.units[None], ctx.query[None], None, ctx.extra[None])[0]
+            return ShapleyResult(values=scores.double().numpy(), n_evaluations=len(sentences), method="pointwise")
+        game = ValueNetGame(self.model, ctx.units, ctx.query, ctx.extra if self.model.n_extra else None,
+                            cache_psi=True)
+        options = dict(self.estimator_options)
+        if self.adaptive:
+            from scp.core.adaptive import adaptive_monte_carlo
+            from scp.core.selection import keep_count
+
+            k = min(top_k, len(sentences)) if top_k is not None else keep_count(len(sentences), self.certify_keep)
+            return adaptive_monte_carlo(game, k, delta=self.delta, min_permutations=self.min_permutations,
+                                        max_permutations=self.max_permutations, antithetic=self.antithetic,
+                                        seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
+                                        tolerance=self.tolerance, bound=self.bound,
+                                        control_variate=self.control_variate, device=self.device)
+        if ESTIMATORS[self.estimator] is monte_carlo:
+            options = dict(n_permutations=self.n_permutations, antithetic=self.antithetic,
+                           seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
+                           control_variate=self.control_variate, device=self.device, **options)
+        return estimate(game, self.estimator, **options)
+
+    def prune(self, query: str, sentences_or_text: str | Sequence[str], *, keep_ratio: float | None = None,
+              top_k: int | None = None, token_budget: int | None = None, titles: Sequence[str] | None = None,
+              **kwargs) -> PruneResult:
+        """Rank, then keep by exactly one of ``keep_ratio``, ``top_k`` or ``token_budget`` (text is sentence-split).
+
+        The criterion is validated before any ranking; a text with no sentence boundary is one unit, kept or
+        dropped whole (with a warning).
+        """
+        check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
+        if isinstance(sentences_or_text, str):
+            sentences = split_sentences(sentences_or_text)
+            if len(sentences) == 1:
+                warn_user("the text has no sentence boundary the splitter recognises: it is one unit, kept or "
+                          "dropped whole; pass a list of sentences to prune inside it")
+        else:
+            try:
+                sentences = as_text_list(sentences_or_text, "sentences_or_text")
+            except InputTypeError as error:
+                raise InputTypeError(f"{error} (or one str of text to split into sentences)") from None
+        from scp.core.selection import keep_count
+
+        k = keep_count(len(sentences), keep_ratio) if keep_ratio is not None else top_k
+        scores = self.rank(query, sentences, titles, top_k=k).values
+        return prune(sentences, np.asarray(scores), keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget,
+                     **kwargs)

@@ -1,0 +1,91 @@
+"""Pruning a context from per-sentence scores: top-K, keep ratio, average threshold, token budget.
+
+Kept sentences always stay in their original order.  Token counts use a named tokenizer; the default
+``regex-words`` counts lowercase ``\\w+`` words plus punctuation marks, so counts are reproducible without any
+model download.  Any callable ``str -> list`` can be passed instead, with its name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from scp.core.selection import select
+from scp.data.text import as_text_list, is_blank
+from scp.errors import InputError
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def regex_tokens(text: str) -> list[str]:
+    """The ``regex-words`` tokenizer: ``\\w+`` runs and single punctuation marks."""
+    return _TOKEN.findall(text)
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What pruning kept, what it removed, and what it saved."""
+
+    kept_text: str
+    kept_indices: tuple[int, ...]
+    removed_indices: tuple[int, ...]
+    scores: tuple[float, ...]
+    original_tokens: int
+    kept_tokens: int
+    tokenizer: str
+    criterion: str
+
+    @property
+    def n_units(self) -> int:
+        return len(self.scores)
+
+    @property
+    def keep_rate(self) -> float:
+        """Fraction of units kept."""
+        return len(self.kept_indices) / self.n_units
+
+    @property
+    def token_ratio(self) -> float:
+        """kept tokens / original tokens."""
+        return self.kept_tokens / self.original_tokens if self.original_tokens else 1.0
+
+    @property
+    def compression_rate(self) -> float:
+        """Fraction of tokens removed: 1 − kept/original."""
+        return 1.0 - self.token_ratio
+
+    def as_dict(self) -> dict:
+        return {"kept_text": self.kept_text, "kept_indices": list(self.kept_indices),
+                "removed_indices": list(self.removed_indices), "scores": list(self.scores),
+                "original_tokens": self.original_tokens, "kept_tokens": self.kept_tokens,
+                "tokenizer": self.tokenizer, "criterion": self.criterion, "keep_rate": self.keep_rate,
+                "token_ratio": self.token_ratio, "compression_rate": self.compression_rate}
+
+
+def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | None = None,
+          keep_ratio: float | None = None, threshold: str | float | None = None, token_budget: int | None = None,
+          tokenizer: Callable[[str], list] | None = None, tokenizer_name: str | None = None,
+          separator: str = " ") -> PruneResult:
+    """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
+    sentences = as_text_list(sentences, "sentences")
+    if not sentences:
+        raise InputError("empty context: nothing to prune")
+    if len(scores) != len(sentences):
+        raise InputError(f"got {len(scores)} scores for {len(sentences)} sentences")
+    blank = [i for i, t in enumerate(sentences) if is_blank(t)]
+    if blank:
+        raise InputError(f"sentence {blank[0]} is empty (only whitespace or invisible characters): "
+                         f"{sentences[blank[0]]!r}; drop it before pruning")
+    tokenize = tokenizer or regex_tokens
+    name = tokenizer_name or ("regex-words" if tokenizer is None else getattr(tokenizer, "__name__", "custom"))
+    counts = [len(tokenize(t)) for t in sentences]
+    keep, desc = select(scores, top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
+                        token_counts=counts, token_budget=token_budget)
+    kept = set(keep.tolist())
+    return PruneResult(
+        kept_text=separator.join(sentences[i].strip() for i in keep),
+        kept_indices=tuple(int(i) for i in keep),
+        removed_indices=tuple(i for i in range(len(sentences)) if i not in kept),
+        scores=tuple(float(x) for x in scores), original_tokens=int(sum(counts)),
+        kept_tokens=int(sum(counts[i] for i in keep)), tokenizer=name, criterion=desc)
