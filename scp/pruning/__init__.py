@@ -1,3 +1,3 @@
-"""Pruning contexts: the :class:`~scp.pruning.pruner.ShapleyPruner` API, the pruned result, corpus pruning (locally or
+"""Pruning contexts: the `ShapleyPruner` API, the pruned result, corpus pruning (locally or
 on Ray), the ranker registry and baseline rankers, evaluation on labelled contexts and model cards.
 """

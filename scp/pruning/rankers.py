@@ -24,7 +24,8 @@ from scp.data.embedders import (
     quiet_weight_loading,
     require_package,
 )
-from scp.data.text import WORD_TOKENIZER, as_text_list, is_blank, word_tokens
+from scp.data.bm25 import bm25_scores
+from scp.data.text import WORD_TOKENIZER, as_text_list, is_blank
 from scp.devices import default_device
 from scp.errors import InputError, InputTypeError
 
@@ -82,16 +83,8 @@ def _check_pairs(queries: Sequence[str], units_list: Sequence[Sequence[str]]) ->
 
 
 class BM25Ranker(Ranker):
-    """Okapi BM25 with the context's own units as the corpus (``rank_bm25.BM25Okapi``, k1 = 1.5, b = 0.75).
-
-    score(u) = Σ_{t ∈ q} idf(t) · f(t,u)(k1+1) / (f(t,u) + k1(1 − b + b·|u|/avgdl)),
-    idf(t) = ln((N − n_t + 0.5) / (n_t + 0.5)) over the N units, n_t of which contain t (query tokens
-    repeat).  Tokenizer: :func:`scp.data.text.word_tokens`, lower-case ``\\w+`` runs (``tokenizer`` names it).
-    With few units idf goes negative for terms in more than half of them; BM25Okapi then uses the floor
-    ε·mean(idf) (ε = 0.25), which is itself negative when most terms are that common, so we clip idf at
-    0: matching a term never lowers a score.  Hence all scores are ≥ 0, and with N ≤ 2 units every idf
-    is ≤ 0 and BM25 cannot separate them (all scores tie at 0).
-    """
+    """Okapi BM25 with the context's own units as the corpus: :func:`scp.data.bm25.bm25_scores` (k1 = 1.5,
+    b = 0.75, idf clipped at 0, so all scores are ≥ 0 and N ≤ 2 units all tie at 0)."""
 
     tokenizer = WORD_TOKENIZER
 
@@ -100,15 +93,7 @@ class BM25Ranker(Ranker):
         self.name = "bm25"
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
-        from rank_bm25 import BM25Okapi
-
-        corpus = [word_tokens(u) for u in units]
-        terms = word_tokens(query)
-        if not terms or not any(corpus):  # BM25Okapi divides by avgdl = 0 on an all-empty corpus
-            return np.zeros(len(units))
-        bm25 = BM25Okapi(corpus, k1=self.k1, b=self.b, epsilon=self.epsilon)
-        bm25.idf = {t: max(v, 0.0) for t, v in bm25.idf.items()}
-        return bm25.get_scores(terms)
+        return bm25_scores(query, units, self.k1, self.b, self.epsilon)
 
 
 class CosineRanker(Ranker):

@@ -40,8 +40,9 @@ from scp.io import file_above
 from scp.paths import NOTEBOOKS, PARAMS, ROOT, RUNS
 
 DEPENDS: dict[str, tuple[str, ...]] = {}
-"""Notebooks that must run before a notebook (its inputs), e.g. ``{"05_pruning_curves": ("01_train_value_network",)}``.
-Otherwise notebooks run in the order of their number."""
+"""Notebooks that must run before a notebook (its inputs), e.g. ``{"09_compression_and_transfer":
+("02_reranking_auc",)}`` (09 reuses the models 02 trains).  None is declared yet: notebooks run in the order of their
+number."""
 
 RUNNER_KEYS = ("out_dir",)
 """Parameters the runner sets itself; they may not appear in parameter files or ``-p``."""
