@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import rankdata
 
+from scp.core.selection import keep_count
 from scp.errors import InputError
 
 
@@ -84,8 +85,8 @@ def recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], keep_r
 
     Ties at the cut are broken at random, in expectation: if the k-th highest score t is shared by g units
     of which p are positive and r of the g fit in the top k, they contribute r·p/g positives.  ``nan``
-    when there is no positive unit.  (``keep_ratio·n`` is rounded to 9 decimals before the ceiling, so
-    0.3·10 keeps 3.)
+    when there is no positive unit.  k is the count pruning keeps (:func:`scp.core.selection.keep_count`, so
+    0.3·10 keeps 3), and 0 at keep_ratio = 0.
     """
     if not 0 <= keep_ratio <= 1:
         raise InputError(f"keep_ratio must be in [0, 1], got {keep_ratio}")
@@ -93,9 +94,9 @@ def recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], keep_r
     n_pos = int(y.sum())
     if n_pos == 0:
         return math.nan
-    k = math.ceil(round(keep_ratio * s.size, 9))
-    if k == 0:
+    if keep_ratio == 0:
         return 0.0
+    k = keep_count(s.size, keep_ratio)
     t = np.sort(s)[::-1][k - 1]
     above, tied = s > t, s == t
     expected = y[above].sum() + (k - above.sum()) * y[tied].sum() / tied.sum()
@@ -122,9 +123,9 @@ def all_recall_at_keep(scores: Sequence[float], labels: Sequence[int | bool], ke
     s, y = _scores_labels(scores, labels)
     if not y.any():
         return math.nan
-    k = math.ceil(round(keep_ratio * s.size, 9))
-    if k == 0:
+    if keep_ratio == 0:
         return 0.0
+    k = keep_count(s.size, keep_ratio)
     t = np.sort(s)[::-1][k - 1]
     if (y & (s < t)).any():
         return 0.0

@@ -70,7 +70,7 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
     if top_k is not None:
         keep = order[:min(top_k, n)]
     elif keep_ratio is not None:
-        keep = order[:max(1, math.ceil(float(keep_ratio) * n - 1e-9))]  # in float64, as the description reads
+        keep = order[:keep_count(n, keep_ratio)]
     elif threshold is not None:
         keep = np.flatnonzero(s >= (s.mean() if threshold == "mean" else float(threshold)) - 1e-12)
     else:
@@ -89,7 +89,8 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
 
 
 def keep_count(n: int, keep_ratio: float) -> int:
-    """K for a keep ratio, as :func:`scp.core.selection.select` counts it: max(1, ⌈r·n⌉)."""
+    """The one keep-count rule: K = max(1, ⌈r·n⌉) units for a keep ratio r ∈ (0, 1], in float64 (as a criterion's
+    description reads) with a 1e-9 allowance, so 0.3·10 keeps 3 where float arithmetic gives 3.0000000000000004."""
     if not is_real(keep_ratio) or not 0 < keep_ratio <= 1:  # NumPy scalars are numbers too; NaN fails
         raise InputError(f"keep_ratio must be a number in (0, 1]; got {keep_ratio!r}")
     return max(1, math.ceil(float(keep_ratio) * n - 1e-9))
