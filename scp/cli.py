@@ -49,16 +49,29 @@ def _eval(args) -> int:
     _check_folders_of(out)
     adaptive = None
     if args.adaptive:
-        adaptive = dict(delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance,
-                        bound=args.bound)
+        adaptive = dict(
+            delta=args.delta, max_permutations=args.max_permutations, tolerance=args.tolerance, bound=args.bound
+        )
     elif (args.delta, args.max_permutations, args.tolerance, args.bound) != (None, None, None, None):
         raise InputError("--delta, --max-permutations, --tolerance and --bound go with --adaptive")
     if adaptive is not None:
         adaptive = {k: v for k, v in adaptive.items() if v is not None}
-    result = run_eval(args.dataset, args.method, data=args.data, split=split, units=args.units,
-                      checkpoint=args.checkpoint, keep_ratios=args.keep, limit=args.limit, out=str(out),
-                      n_permutations=args.permutations or (16 if args.adaptive else 50), seed=args.seed,
-                      adaptive=adaptive, control_variate=args.control_variate)
+    result = run_eval(
+        args.dataset,
+        args.method,
+        data=args.data,
+        split=split,
+        units=args.units,
+        checkpoint=args.checkpoint,
+        keep_ratios=args.keep,
+        limit=args.limit,
+        out=str(out),
+        n_permutations=args.permutations or (16 if args.adaptive else 50),
+        seed=args.seed,
+        adaptive=adaptive,
+        control_variate=args.control_variate,
+        estimator=args.estimator,
+    )
     print(format_result(result))
     print(f"record written to {out}")
     return 0 if result["status"] == "ok" else 3
@@ -70,39 +83,66 @@ def _train(args) -> int:
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; give a folder for best.safetensors, last.safetensors and "
-                         "config.json")
+        raise InputError(f"--out {out} is a file; give a folder for best.safetensors, last.safetensors and config.json")
     _check_folders_of(out)
     if args.resume:
         if not (out / "last.safetensors").is_file():
-            raise InputError(f"--resume: no checkpoint {out / 'last.safetensors'} to continue from (drop --resume to "
-                             "start there)")
+            raise InputError(
+                f"--resume: no checkpoint {out / 'last.safetensors'} to continue from (drop --resume to start there)"
+            )
         from scp.models.factory import RESUME_ENTRIES, read_checkpoint
 
         # unreadable, altered or malformed: one sentence now, before any data are loaded
         read_checkpoint(out / "last.safetensors", RESUME_ENTRIES)
-    overrides = dict(datasets=tuple(args.datasets) if args.datasets else None, val_dataset=args.val_dataset,
-                     unit_repr=args.units, embedder=args.embedder, model=args.model, query_mode=args.query_mode,
-                     features=tuple(args.features) if args.features is not None else None, hidden=args.hidden,
-                     latent=args.latent, n_permutations=args.permutations, antithetic=args.antithetic or None,
-                     margin=args.margin, lr=args.lr, epochs=args.epochs, batch_size=args.batch_size, seed=args.seed,
-                     max_train_examples=args.max_train_examples, max_val_examples=args.max_val_examples)
+    overrides = dict(
+        datasets=tuple(args.datasets) if args.datasets else None,
+        val_dataset=args.val_dataset,
+        unit_repr=args.units,
+        embedder=args.embedder,
+        model=args.model,
+        query_mode=args.query_mode,
+        features=tuple(args.features) if args.features is not None else None,
+        hidden=args.hidden,
+        latent=args.latent,
+        n_permutations=args.permutations,
+        antithetic=args.antithetic or None,
+        margin=args.margin,
+        lr=args.lr,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        max_train_examples=args.max_train_examples,
+        max_val_examples=args.max_val_examples,
+    )
     config = config_from_preset(args.preset, **overrides)
     print(config)
     result = run(config, out, data_path=args.data, resume=args.resume, progress=not args.quiet)
-    print(f"best validation AUC {result.best_val_auc:.4f}; checkpoint {result.best_path}; "
-          f"training time {result.seconds:.0f}s")
+    print(
+        f"best validation AUC {result.best_val_auc:.4f}; checkpoint {result.best_path}; "
+        f"training time {result.seconds:.0f}s"
+    )
     return 0
 
 
 def _prune(args) -> int:
     from scp.pruning.corpus import prune_jsonl, prune_jsonl_ray
 
-    common = dict(checkpoint=args.checkpoint, keep_ratio=args.keep_ratio, top_k=args.top_k,
-                  token_budget=args.token_budget, n_permutations=args.n_permutations, seed=args.seed,
-                  skip_bad=args.skip_bad, progress=not args.no_progress and sys.stderr.isatty())
-    ray_options = dict(num_workers=args.ray_workers, cpus_per_worker=args.ray_cpus, gpus_per_worker=args.ray_gpus,
-                       batch_size=args.batch_size)
+    common = dict(
+        checkpoint=args.checkpoint,
+        keep_ratio=args.keep_ratio,
+        top_k=args.top_k,
+        token_budget=args.token_budget,
+        n_permutations=args.n_permutations,
+        seed=args.seed,
+        skip_bad=args.skip_bad,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    ray_options = dict(
+        num_workers=args.ray_workers,
+        cpus_per_worker=args.ray_cpus,
+        gpus_per_worker=args.ray_gpus,
+        batch_size=args.batch_size,
+    )
     if args.ray is None:
         given = [f"--{k}" for k, v in vars(args).items() if k.startswith(("ray_", "batch_")) and v is not None]
         if given:
@@ -159,36 +199,63 @@ def build_parser() -> argparse.ArgumentParser:
     from scp.core.adaptive import BOUNDS
     from scp.data.features import FEATURES
     from scp.models.config import MODELS, PRESETS
+    from scp.pruning import methods
 
+    rankers = methods.names(rankers=True)
+    trained = [m for m in rankers if methods.get(m).needs_checkpoint]
     parser = Parser(prog="scp", description="Shapley Context Pruning")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     ev = sub.add_parser("eval", help="rank a dataset's units with a method; print AUC, R@keep, compression")
     ev.add_argument("--dataset", required=True, help="hotpotqa, 2wiki, musique, msmarco or fever")
-    ev.add_argument("--method", required=True,
-                    help="random, bm25, cosine, cross-encoder, llmlingua2, provence, scp, scp-loo")
+    ev.add_argument("--method", required=True, help=", ".join(rankers))
     ev.add_argument("--data", help="a file in the dataset's original layout, or a data directory (else SCP_DATA_DIR)")
-    ev.add_argument("--split", choices=["train", "validation", "test", "all"],
-                    help="default: all with --data (your whole file), else test")
-    ev.add_argument("--units", choices=["sentence", "title"], help="unit text (default: the checkpoint's, else sentence)")
-    ev.add_argument("--checkpoint", help="an `scp train` checkpoint (for scp / scp-loo)")
+    ev.add_argument(
+        "--split",
+        choices=["train", "validation", "test", "all"],
+        help="default: all with --data (your whole file), else test",
+    )
+    ev.add_argument(
+        "--units", choices=["sentence", "title"], help="unit text (default: the checkpoint's, else sentence)"
+    )
+    ev.add_argument("--checkpoint", help=f"an `scp train` checkpoint (for {' / '.join(trained)})")
     ev.add_argument("--keep", type=float, nargs="+", default=[0.5], help="keep ratios for R@keep (default 0.5)")
     ev.add_argument("--limit", type=positive_int, help="only the first N examples (N ≥ 1)")
-    ev.add_argument("--permutations", type=positive_int,
-                    help="Monte-Carlo permutations M for scp (default 50; with --adaptive the first round's M, "
-                         "default 16)")
-    ev.add_argument("--adaptive", action="store_true",
-                    help="scp: draw permutations in doubling rounds until the Top-K set (K = ⌈first --keep · n⌉) is "
-                         "certified with probability ≥ 1 − δ, or --max-permutations is reached")
+    ev.add_argument(
+        "--permutations",
+        type=positive_int,
+        help="Monte-Carlo permutations M for scp (default 50; with --adaptive the first round's M, default 16)",
+    )
+    ev.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="scp: draw permutations in doubling rounds until the Top-K set (K = ⌈first --keep · n⌉) is "
+        "certified with probability ≥ 1 − δ, or --max-permutations is reached",
+    )
     ev.add_argument("--delta", type=float, help="with --adaptive: failure probability δ in (0, 1) (default 0.05)")
     ev.add_argument("--max-permutations", type=positive_int, help="with --adaptive: the largest M (default 1000)")
-    ev.add_argument("--tolerance", type=float,
-                    help="with --adaptive: stop once no kept/dropped swap can gain more than this (default 0: exact)")
-    ev.add_argument("--bound", choices=BOUNDS,
-                    help="with --adaptive: the confidence interval; bernstein (default) and hoeffding are rigorous, "
-                         "student is the asymptotic (CLT) interval")
-    ev.add_argument("--control-variate", choices=["position"],
-                    help="scp: subtract the unbiased position control variate from every Monte-Carlo marginal")
+    ev.add_argument(
+        "--tolerance",
+        type=float,
+        help="with --adaptive: stop once no kept/dropped swap can gain more than this (default 0: exact)",
+    )
+    ev.add_argument(
+        "--bound",
+        choices=BOUNDS,
+        help="with --adaptive: the confidence interval; bernstein (default) and hoeffding are rigorous, "
+        "student is the asymptotic (CLT) interval",
+    )
+    ev.add_argument(
+        "--control-variate",
+        choices=["position"],
+        help="scp: subtract the unbiased position control variate from every Monte-Carlo marginal",
+    )
+    ev.add_argument(
+        "--estimator",
+        metavar="NAME",
+        help="scp: the Shapley estimator, any registered name (scp.core.estimators.ESTIMATORS: "
+        "monte_carlo (default), adaptive, exact, leave_one_out, …)",
+    )
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", help="JSON record path (default runs/eval_<dataset>_<method>_<split>.json)")
     ev.set_defaults(func=_eval)
@@ -215,50 +282,70 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int)
     tr.add_argument("--max-train-examples", type=positive_int, help="only the first N training examples")
     tr.add_argument("--max-val-examples", type=positive_int, help="only the first N validation examples")
-    tr.add_argument("--resume", action="store_true",
-                    help="continue from OUT/last.safetensors (an error if there is none)")
+    tr.add_argument(
+        "--resume", action="store_true", help="continue from OUT/last.safetensors (an error if there is none)"
+    )
     tr.add_argument("--quiet", action="store_true")
     tr.set_defaults(func=_train)
 
     from scp.suite import runner
 
-    pr = sub.add_parser("prune", help="prune every record of a JSONL corpus into a JSONL file (locally or on Ray)",
-                        description="Each input line: question (or query), sentences (+ titles) or text, optional id. "
-                                    "Each output line: id, kept_indices, removed_indices, scores, kept_text, "
-                                    "tokens_before, tokens_after, ratio. A bad record stops the job before anything "
-                                    "is pruned (exit 2) unless --skip-bad; a rerun resumes after the records done "
-                                    "and retries the error records.")
-    pr.add_argument("--checkpoint", required=True,
-                    help="an `scp train` checkpoint, e.g. models/scp-hotpotqa-best.safetensors")
+    pr = sub.add_parser(
+        "prune",
+        help="prune every record of a JSONL corpus into a JSONL file (locally or on Ray)",
+        description="Each input line: question (or query), sentences (+ titles) or text, optional id. "
+        "Each output line: id, kept_indices, removed_indices, scores, kept_text, "
+        "tokens_before, tokens_after, ratio. A bad record stops the job before anything "
+        "is pruned (exit 2) unless --skip-bad; a rerun resumes after the records done "
+        "and retries the error records.",
+    )
+    pr.add_argument(
+        "--checkpoint", required=True, help="an `scp train` checkpoint, e.g. models/scp-hotpotqa-best.safetensors"
+    )
     pr.add_argument("--input", required=True, help="JSONL file, one record per line")
-    pr.add_argument("--output", required=True,
-                    help="JSONL file to write; a rerun resumes it (same settings and input; error records are "
-                         "retried). An existing file scp prune did not write (no OUTPUT.settings.json beside it) is "
-                         "an error and left untouched. /dev/stdout, a pipe or a device: streamed, no resume, no "
-                         "settings file")
+    pr.add_argument(
+        "--output",
+        required=True,
+        help="JSONL file to write; a rerun resumes it (same settings and input; error records are "
+        "retried). An existing file scp prune did not write (no OUTPUT.settings.json beside it) is "
+        "an error and left untouched. /dev/stdout, a pipe or a device: streamed, no resume, no "
+        "settings file",
+    )
     keep = pr.add_mutually_exclusive_group(required=True)
     keep.add_argument("--keep-ratio", type=float, metavar="R", help="keep the best ⌈r·n⌉ sentences, r in (0, 1]")
     keep.add_argument("--top-k", type=positive_int, metavar="K", help="keep the best K sentences")
-    keep.add_argument("--token-budget", type=int, metavar="T",
-                      help="keep the best sentences that fit in T regex-words tokens")
-    pr.add_argument("--n-permutations", type=positive_int, default=50, metavar="M",
-                    help="Monte-Carlo permutations M (default 50)")
+    keep.add_argument(
+        "--token-budget", type=int, metavar="T", help="keep the best sentences that fit in T regex-words tokens"
+    )
+    pr.add_argument(
+        "--n-permutations", type=positive_int, default=50, metavar="M", help="Monte-Carlo permutations M (default 50)"
+    )
     pr.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the permutations (default 0)")
     pr.add_argument("--skip-bad", action="store_true", help="write {id, error} for a bad record and go on")
     pr.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
-    pr.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
-                    help="run on Ray: connect to ADDRESS, or start a local instance when none is given")
-    pr.add_argument("--ray-workers", type=positive_int, metavar="N",
-                    help="Ray actors, each loading the pruner once (default 1)")
-    pr.add_argument("--ray-cpus", type=positive_int, metavar="C",
-                    help="CPUs (and torch threads) per Ray actor (default 1)")
-    pr.add_argument("--ray-gpus", type=non_negative_float, metavar="G",
-                    help="GPUs per Ray actor (default 0; > 0: prune on GPU)")
+    pr.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="run on Ray: connect to ADDRESS, or start a local instance when none is given",
+    )
+    pr.add_argument(
+        "--ray-workers", type=positive_int, metavar="N", help="Ray actors, each loading the pruner once (default 1)"
+    )
+    pr.add_argument(
+        "--ray-cpus", type=positive_int, metavar="C", help="CPUs (and torch threads) per Ray actor (default 1)"
+    )
+    pr.add_argument(
+        "--ray-gpus", type=non_negative_float, metavar="G", help="GPUs per Ray actor (default 0; > 0: prune on GPU)"
+    )
     pr.add_argument("--batch-size", type=positive_int, metavar="B", help="records per Ray batch (default 16)")
     pr.set_defaults(func=_prune)
 
-    cv = sub.add_parser("convert-checkpoint", help="rewrite a legacy .pt checkpoint as a .safetensors one (read "
-                                                   "safely: nothing in it is executed)")
+    cv = sub.add_parser(
+        "convert-checkpoint",
+        help="rewrite a legacy .pt checkpoint as a .safetensors one (read safely: nothing in it is executed)",
+    )
     cv.add_argument("old", help="the checkpoint to convert (legacy .pt or .safetensors)")
     cv.add_argument("new", help="the .safetensors file to write")
     cv.set_defaults(func=_convert)
@@ -285,8 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception:  # not the input's fault: keep the traceback, say it is ours
         traceback.print_exc()
-        print(f"scp {args.command}: internal error: this is a bug in scp, not a problem with your input; please "
-              "report it with the traceback above and the command you ran", file=sys.stderr)
+        print(
+            f"scp {args.command}: internal error: this is a bug in scp, not a problem with your input; please "
+            "report it with the traceback above and the command you ran",
+            file=sys.stderr,
+        )
         return 1
 
 

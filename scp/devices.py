@@ -40,11 +40,14 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             built = "with" if torch.backends.cuda.is_built() else "without"
-            raise InputError(f"device {str(dev)!r} was asked for, but torch sees no CUDA GPU here (torch "
-                             f"{torch.__version__}, built {built} CUDA); use device='cpu' or run on a GPU machine")
+            raise InputError(
+                f"device {str(dev)!r} was asked for, but torch sees no CUDA GPU here (torch "
+                f"{torch.__version__}, built {built} CUDA); use device='cpu' or run on a GPU machine"
+            )
         if dev.index is not None and dev.index >= count:
-            raise InputError(f"device {str(dev)!r} was asked for, but torch sees {count} CUDA GPU(s) "
-                             f"(cuda:0–cuda:{count - 1})")
+            raise InputError(
+                f"device {str(dev)!r} was asked for, but torch sees {count} CUDA GPU(s) (cuda:0–cuda:{count - 1})"
+            )
     elif dev.type == "mps":
         if not torch.backends.mps.is_available():
             raise InputError(f"device {str(dev)!r} was asked for, but torch sees no Apple MPS device here")

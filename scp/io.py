@@ -1,12 +1,21 @@
-"""Atomic file writes: nothing is ever left half-written (caches, checkpoints, result records)."""
+"""Atomic file writes (nothing is ever left half-written: caches, checkpoints, result records) and the one
+conversion of values to JSON data (:func:`jsonable`, :func:`write_json`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import os
 import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from scp.errors import InputTypeError
 
 
 @contextmanager
@@ -37,3 +46,51 @@ def file_above(path: str | os.PathLike) -> Path | None:
         if parent.is_symlink():  # a dangling link: not a folder either
             return parent
     return None
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data: numpy scalars and arrays, tuples, sets, paths and dataclasses
+    (e.g. :class:`scp.core.result.ShapleyResult`) are converted; non-finite floats become ``None``.
+
+    Args:
+        value: a scalar, sequence, mapping, numpy object or dataclass instance.
+
+    Returns:
+        The same data built from ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``.
+
+    Raises:
+        InputTypeError: for anything else (say, a figure or a model).
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value + 0.0 if math.isfinite(value) else None  # + 0.0 turns -0.0 into 0.0
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:  # torch scalar
+        return jsonable(value.item())
+    raise InputTypeError(
+        f"cannot write a {type(value).__name__} as JSON; give numbers, strings, lists, mappings or dataclasses of them"
+    )
+
+
+def write_json(obj: Any, path: str | os.PathLike) -> None:
+    """Write ``obj`` as indented JSON, atomically (:func:`atomic_open`).  Python floats are written as they are
+    (``NaN`` included); anything else JSON cannot write natively (numpy scalars and arrays, paths, dataclasses)
+    goes through :func:`jsonable`."""
+    with atomic_open(path, "w") as f:
+        json.dump(obj, f, indent=1, default=jsonable)

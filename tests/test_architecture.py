@@ -16,8 +16,14 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 def lint(root: Path) -> subprocess.CompletedProcess:
     """lint-imports on the package under ``root`` (its pyproject.toml, its scp/ first on the path)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([str(LINT_IMPORTS), str(root / "pyproject.toml"), "--no-cache"], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_layers_contract_is_kept():
@@ -40,5 +46,5 @@ def test_a_core_module_importing_a_higher_layer_breaks_the_contract(tmp_path):
 def test_readme_layout_table_is_the_tree():
     text = (ROOT / "README.md").read_text()
     start, end = layout.MARKERS
-    shown = text[text.index(start) + len(start):text.index(end)].strip()
+    shown = text[text.index(start) + len(start) : text.index(end)].strip()
     assert shown == layout.layout_table(ROOT), "README's layout table is stale: run python -m scp.suite.layout"

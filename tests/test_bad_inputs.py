@@ -20,16 +20,16 @@ SHIPPED = "models/scp-hotpotqa-best.safetensors"
 def files(tmp_path_factory, data_dir):
     d = tmp_path_factory.mktemp("bad")
     shipped = open(SHIPPED, "rb").read()
-    (d / "truncated.safetensors").write_bytes(shipped[:len(shipped) // 2])
+    (d / "truncated.safetensors").write_bytes(shipped[: len(shipped) // 2])
     (d / "empty.safetensors").write_bytes(b"")
     (d / "random.safetensors").write_bytes(np.random.default_rng(0).bytes(4096))
     flipped = bytearray(shipped)
-    flipped[len(flipped) // 2:len(flipped) // 2 + 64] = bytes(b ^ 0xFF for b in flipped[len(flipped) // 2:][:64])
+    flipped[len(flipped) // 2 : len(flipped) // 2 + 64] = bytes(b ^ 0xFF for b in flipped[len(flipped) // 2 :][:64])
     (d / "flipped.safetensors").write_bytes(bytes(flipped))
     (d / "notgzip.jsonl.gz").write_text('{"_id": "x"}\n')
     src = gzip.open(data_dir / "hotpotqa" / "hotpotqa_dev_distractor.jsonl.gz").read()
     packed = gzip.compress(src[:200_000])
-    (d / "truncated.jsonl.gz").write_bytes(packed[:len(packed) // 2])
+    (d / "truncated.jsonl.gz").write_bytes(packed[: len(packed) // 2])
     (d / "layout.jsonl").write_text(json.dumps({"question": "q", "answer": "a"}) + "\n")
     (d / "notjson.jsonl").write_text(src.decode().splitlines()[0] + "\n{not json\n")
     (d / "twice.jsonl").write_text(src.decode().splitlines()[0] + "\n" + src.decode().splitlines()[0] + "\n")
@@ -37,8 +37,9 @@ def files(tmp_path_factory, data_dir):
     (d / "run").mkdir()
     (d / "run" / "last.safetensors").write_bytes(shipped[:1000])
     (d / "empty_run").mkdir()
-    (d / "records.jsonl").write_text(json.dumps({"question": "Who left?", "sentences": ["Ann is here.", "Bob left."]})
-                                     + "\n")
+    (d / "records.jsonl").write_text(
+        json.dumps({"question": "Who left?", "sentences": ["Ann is here.", "Bob left."]}) + "\n"
+    )
     (d / "notes.txt").write_text("my notes\nthe last line has no newline")  # a user's file, not an scp prune output
     return d
 
@@ -61,8 +62,12 @@ CASES = [  # (id, argv with {d} for the temporary folder, words the message must
     ("truncated .jsonl.gz", EVAL + ["--data", "{d}/truncated.jsonl.gz"], "truncated.jsonl.gz: truncated", {}),
     ("wrong layout", EVAL + ["--data", "{d}/layout.jsonl"], "layout.jsonl line 1: not in the HotpotQA layout", {}),
     ("not JSON", EVAL + ["--data", "{d}/notjson.jsonl"], "notjson.jsonl line 2: not valid JSON", {}),
-    ("cache dir is a file", ["eval", "--dataset", "hotpotqa", "--method", "cosine", "--limit", "2"],
-     "must be a directory", {"SCP_CACHE_DIR": "{d}/a_file"}),
+    (
+        "cache dir is a file",
+        ["eval", "--dataset", "hotpotqa", "--method", "cosine", "--limit", "2"],
+        "must be a directory",
+        {"SCP_CACHE_DIR": "{d}/a_file"},
+    ),
     ("train --out is a file", TRAIN + ["{d}/a_file"], "is a file", {}),
     ("eval --out is a folder", EVAL + ["--limit", "2", "--out", "{d}/empty_run"], "is a directory", {}),
     ("scp without checkpoint", ["eval", "--dataset", "hotpotqa", "--method", "scp"], "needs --checkpoint", {}),
@@ -72,50 +77,114 @@ CASES = [  # (id, argv with {d} for the temporary folder, words the message must
     ("M = 0", TRAIN + ["{d}/x", "--permutations", "0"], "--permutations: must be an integer ≥ 1", {}),
     ("bad split", EVAL + ["--split", "dev"], "invalid choice: 'dev'", {}),
     ("train margin inf", TRAIN + ["{d}/x", "--margin", "inf"], "margin, lr and weight_decay must be finite", {}),
-    ("train --data, two datasets", TRAIN + ["{d}/x", "--datasets", "hotpotqa", "msmarco", "--data", "{d}/layout.jsonl"],
-     "--data / data_path names the data of one dataset", {}),
+    (
+        "train --data, two datasets",
+        TRAIN + ["{d}/x", "--datasets", "hotpotqa", "msmarco", "--data", "{d}/layout.jsonl"],
+        "--data / data_path names the data of one dataset",
+        {},
+    ),
     # scp run: every bad input is refused before a kernel starts
     ("run, no names", ["run"], "scp run: error: name the notebooks to run, or all", {}),
     ("run, unknown notebook", ["run", "99_nope"], "no notebook notebooks/99_nope.ipynb (known notebooks: 00_", {}),
     ("run -p without =", ["run", "00_cooperative_games_tutorial", "-p", "n_players"], "-p expects key=value", {}),
     ("run -p bad YAML", ["run", "00_cooperative_games_tutorial", "-p", "budgets=[1"], "cannot read '[1' as a YAML", {}),
-    ("run -p unknown key", ["run", "00_cooperative_games_tutorial", "-p", "n_playerz=3"],
-     "-p: unknown parameter 'n_playerz' for notebook 00_cooperative_games_tutorial", {}),
-    ("run -p wrong type", ["run", "00_cooperative_games_tutorial", "--smoke", "-p", "n_players=abc"],
-     "-p: parameter n_players of notebook 00_cooperative_games_tutorial expects an integer (its default is 10); "
-     "got 'abc' (str)", {}),
+    (
+        "run -p unknown key",
+        ["run", "00_cooperative_games_tutorial", "-p", "n_playerz=3"],
+        "-p: unknown parameter 'n_playerz' for notebook 00_cooperative_games_tutorial",
+        {},
+    ),
+    (
+        "run -p wrong type",
+        ["run", "00_cooperative_games_tutorial", "--smoke", "-p", "n_players=abc"],
+        "-p: parameter n_players of notebook 00_cooperative_games_tutorial expects an integer (its default is 10); "
+        "got 'abc' (str)",
+        {},
+    ),
     ("run -p float for int", ["run", "00_cooperative_games_tutorial", "-p", "n_repeats=2.5"], "expects an integer", {}),
-    ("run -p list of str", ["run", "00_cooperative_games_tutorial", "-p", "budgets=[10, x]"],
-     "expects a list of integers", {}),
+    (
+        "run -p list of str",
+        ["run", "00_cooperative_games_tutorial", "-p", "budgets=[10, x]"],
+        "expects a list of integers",
+        {},
+    ),
     ("run -p out_dir", ["run", "00_cooperative_games_tutorial", "-p", "out_dir=/tmp"], "set by the runner", {}),
     ("run, all, wrong type", ["run", "all", "--smoke", "-p", "seed=x"], "parameter seed of notebook 00_", {}),
     ("run --out is a file", ["run", "00_cooperative_games_tutorial", "--out", "{d}/a_file"], "is a file", {}),
     # issue 17: options that used to be ignored silently (see tests/test_silent_failures.py)
-    ("S3 --checkpoint with bm25", EVAL + ["--checkpoint", "{d}/nope.safetensors"],
-     "--checkpoint only applies to the methods that use one (scp, scp-loo); method 'bm25' does not read", {}),
+    (
+        "S3 --checkpoint with bm25",
+        EVAL + ["--checkpoint", "{d}/nope.safetensors"],
+        "--checkpoint only applies to the methods that use one (scp, scp-loo, pointwise); method 'bm25' does not read",
+        {},
+    ),
     ("S4 an example twice", EVAL + ["--data", "{d}/twice.jsonl"], "twice.jsonl lines 1 and 2: example id", {}),
-    ("S6 pointwise --control-variate", SCP + ["models/pointwise-hotpotqa-best.safetensors", "--control-variate",
-                                              "position"], "--control-variate does not apply to", {}),
-    ("S7 pointwise --adaptive", SCP + ["models/pointwise-hotpotqa-best.safetensors", "--adaptive"],
-     "its model is 'pointwise', whose scores are exact per unit", {}),
+    (
+        "S6 pointwise --control-variate",
+        SCP + ["models/pointwise-hotpotqa-best.safetensors", "--control-variate", "position"],
+        "--control-variate does not apply to",
+        {},
+    ),
+    (
+        "S7 pointwise --adaptive",
+        SCP + ["models/pointwise-hotpotqa-best.safetensors", "--adaptive"],
+        "its model is 'pointwise', whose scores are exact per unit",
+        {},
+    ),
     # issue 17 item 2: scp prune never touches a file it did not write (tests/test_batch_prune.py checks the bytes)
-    ("prune into a user's file", ["prune", "--checkpoint", SHIPPED, "--input", "{d}/records.jsonl", "--output",
-                                  "{d}/notes.txt", "--top-k", "1"],
-     "notes.txt exists and is not an output of scp prune", {}),
+    (
+        "prune into a user's file",
+        ["prune", "--checkpoint", SHIPPED, "--input", "{d}/records.jsonl", "--output", "{d}/notes.txt", "--top-k", "1"],
+        "notes.txt exists and is not an output of scp prune",
+        {},
+    ),
     # issue 17: an output path under a regular file names the file in the way (not "[Errno 17] File exists")
-    ("eval --out under a file", EVAL + ["--limit", "2", "--out", "{d}/a_file/x.json"],
-     "--out {d}/a_file/x.json: its folder {d}/a_file is a file", {}),
-    ("eval --out two folders under a file", EVAL + ["--limit", "2", "--out", "{d}/a_file/deep/x.json"],
-     "its folder {d}/a_file is a file", {}),
-    ("train --out under a file", TRAIN + ["{d}/a_file/sub"], "--out {d}/a_file/sub: its folder {d}/a_file is a file",
-     {}),
-    ("prune --output under a file", ["prune", "--checkpoint", SHIPPED, "--input", "{d}/records.jsonl", "--output",
-                                     "{d}/a_file/x.jsonl", "--top-k", "1"],
-     "output {d}/a_file/x.jsonl: its folder {d}/a_file is a file", {}),
-    ("run --out under a file", ["run", "00_cooperative_games_tutorial", "--out", "{d}/a_file/sub"],
-     "--out {d}/a_file/sub: its folder {d}/a_file is a file", {}),
-    ("checkpoint is a JSONL file", SCP + ["{d}/records.jsonl"],
-     "records.jsonl is not an SCP checkpoint (neither a safetensors file nor a legacy torch checkpoint)", {}),
+    (
+        "eval --out under a file",
+        EVAL + ["--limit", "2", "--out", "{d}/a_file/x.json"],
+        "--out {d}/a_file/x.json: its folder {d}/a_file is a file",
+        {},
+    ),
+    (
+        "eval --out two folders under a file",
+        EVAL + ["--limit", "2", "--out", "{d}/a_file/deep/x.json"],
+        "its folder {d}/a_file is a file",
+        {},
+    ),
+    (
+        "train --out under a file",
+        TRAIN + ["{d}/a_file/sub"],
+        "--out {d}/a_file/sub: its folder {d}/a_file is a file",
+        {},
+    ),
+    (
+        "prune --output under a file",
+        [
+            "prune",
+            "--checkpoint",
+            SHIPPED,
+            "--input",
+            "{d}/records.jsonl",
+            "--output",
+            "{d}/a_file/x.jsonl",
+            "--top-k",
+            "1",
+        ],
+        "output {d}/a_file/x.jsonl: its folder {d}/a_file is a file",
+        {},
+    ),
+    (
+        "run --out under a file",
+        ["run", "00_cooperative_games_tutorial", "--out", "{d}/a_file/sub"],
+        "--out {d}/a_file/sub: its folder {d}/a_file is a file",
+        {},
+    ),
+    (
+        "checkpoint is a JSONL file",
+        SCP + ["{d}/records.jsonl"],
+        "records.jsonl is not an SCP checkpoint (neither a safetensors file nor a legacy torch checkpoint)",
+        {},
+    ),
 ]
 
 
@@ -152,19 +221,40 @@ def test_interrupted_training_says_what_was_saved(files, monkeypatch, capsys):
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(scp.training.runs, "run", interrupted)
     assert main(TRAIN[:-1] + ["--out", str(files / "fresh")]) == 130
-    assert capsys.readouterr().err.strip() == "scp train: interrupted; no epoch had finished, nothing was saved " \
-                                             "(embeddings computed so far are cached)"
+    assert (
+        capsys.readouterr().err.strip() == "scp train: interrupted; no epoch had finished, nothing was saved "
+        "(embeddings computed so far are cached)"
+    )
 
 
 def test_sigint_is_one_line_not_a_traceback(tmp_path, data_dir):
     env = {**os.environ, "SCP_CACHE_DIR": str(tmp_path / "cache")}
     # a shell that starts a job in the background (as CI may) ignores SIGINT for it: restore the default
-    proc = subprocess.Popen([sys.executable, "-m", "scp", "train", "--embedder", "random", "--epochs", "200",
-                             "--out", str(tmp_path / "run"), "--permutations", "4", "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scp",
+            "train",
+            "--embedder",
+            "random",
+            "--epochs",
+            "200",
+            "--out",
+            str(tmp_path / "run"),
+            "--permutations",
+            "4",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         proc.stdout.readline()  # the config line: imports are done and the command is running
         time.sleep(2)

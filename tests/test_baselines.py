@@ -7,19 +7,24 @@ from rank_bm25 import BM25Okapi
 from transformers import AutoTokenizer
 
 from scp.data import bm25
-from scp.data.embedders import CachedEmbedder, RandomEmbedder, hub_reachable, require_package
+from scp.data.embedders import CachedEmbedder, RandomEmbedder, get_embedder, hub_reachable, require_package
 from scp.data.text import word_tokens
 from scp.errors import ModelUnavailableError
-from scp.pruning.rankers import BM25Ranker, CosineRanker, RandomRanker, Ranker, get_ranker, unit_token_means
+from scp.pruning.evaluation import make_ranker
+from scp.pruning.rankers import BM25Ranker, CosineRanker, RandomRanker, Ranker, TfidfRanker, unit_token_means
 
 offline_only = pytest.mark.skipif(hub_reachable(), reason="checks the offline error path; the hub is reachable here")
-UNITS = ["The cat sat on the mat.", "Dogs bark loudly at night.", "Paris is the capital of France.",
-         "The weather was mild."]
+UNITS = [
+    "The cat sat on the mat.",
+    "Dogs bark loudly at night.",
+    "Paris is the capital of France.",
+    "The weather was mild.",
+]
 QUERY = "What is the capital of France?"
 
 
 def test_bm25_ranks_obvious_match_first_and_names_its_tokenizer():
-    ranker = get_ranker("bm25")
+    ranker = make_ranker("bm25")
     assert isinstance(ranker, BM25Ranker) and ranker.tokenizer == "regex-words"
     assert r"\w+" in bm25.__doc__  # the module that scores says which tokens it counts
     scores = ranker.score(QUERY, UNITS)
@@ -58,7 +63,7 @@ def test_bm25_edge_cases():
     assert ranker.score("q", []).shape == (0,)
     np.testing.assert_array_equal(ranker.score("?!", UNITS), 0.0)
     np.testing.assert_array_equal(ranker.score("cat", ["...", "?"]), 0.0)  # no word to match: 0
-    with pytest.raises(ValueError, match="unit 0 is empty"):                   # nothing visible: refused
+    with pytest.raises(ValueError, match="unit 0 is empty"):  # nothing visible: refused
         ranker.score("cat", ["", "..."])
     with pytest.raises(TypeError):
         ranker.score(3, UNITS)
@@ -108,7 +113,7 @@ class CountingEmbedder(RandomEmbedder):
 def test_cosine_ranker_with_random_embedder_and_batched_score_many(tmp_path):
     inner = CountingEmbedder()
     cached = CachedEmbedder(inner, cache_dir=tmp_path)
-    ranker = get_ranker("cosine", embedder=cached)
+    ranker = make_ranker("cosine", embedder=cached)
     scores = ranker.score("needle", ["hay", "needle", "stack"])
     assert scores[1] == pytest.approx(1.0) and int(np.argmax(scores)) == 1
     assert (cached.n_encoded, inner.calls) == (3, 1)
@@ -123,7 +128,7 @@ def test_cosine_ranker_with_random_embedder_and_batched_score_many(tmp_path):
 
 
 def test_cosine_ranker_minilm_semantic():
-    ranker = get_ranker("cosine:minilm")
+    ranker = make_ranker("cosine", embedder=get_embedder("minilm"))
     assert isinstance(ranker, CosineRanker) and ranker.name == "cosine:minilm:all-MiniLM-L6-v2"
     scores = ranker.score("Which city is France's capital?", UNITS)
     assert int(np.argmax(scores)) == 2 and np.all(np.abs(scores) <= 1 + 1e-6)
@@ -147,22 +152,35 @@ def test_unit_token_means_maps_tokens_to_units():
     np.testing.assert_allclose(unit_token_means(tokenizer, "gamma [SEP] ", many, 24, probs), expected * 10)
 
 
-def test_get_ranker_unknown_name():
-    with pytest.raises(ValueError, match="unknown ranker"):
-        get_ranker("nope")
+def test_make_ranker_unknown_name():
+    with pytest.raises(ValueError, match="unknown method 'nope'; choose one of scp, scp-loo, pointwise, random, bm25"):
+        make_ranker("nope")
+    with pytest.raises(ValueError, match="unknown method 'exact'"):  # registered, but it ranks no units
+        make_ranker("exact")
+
+
+def test_tfidf_ranker_ranks_the_unit_that_shares_the_rare_query_words():
+    units = ["Zorbia is a small country.", "The capital of Zorbia is Plimton.", "Bananas are yellow."]
+    s = make_ranker("tfidf").score("What is the capital of Zorbia?", units)
+    assert s.shape == (3,) and int(np.argmax(s)) == 1 and s[2] == 0.0 and (s >= 0).all() and (s <= 1 + 1e-12).all()
+    assert TfidfRanker().score("?", ["!"]).tolist() == [0.0]  # no words at all
+    assert TfidfRanker().score("q", []).size == 0
 
 
 @offline_only
-@pytest.mark.parametrize("name, model", [
-    ("cross-encoder", "cross-encoder/ms-marco-MiniLM-L6-v2"),
-    ("llmlingua2", "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"),
-    ("provence", "naver/provence-reranker-debertav3-v1"),
-    ("cosine:bert-base", "bert-base-uncased"),
-])
-def test_hub_rankers_raise_model_unavailable_offline(name, model):
+@pytest.mark.parametrize(
+    "method, options, model",
+    [
+        ("cross-encoder", {}, "cross-encoder/ms-marco-MiniLM-L6-v2"),
+        ("llmlingua2", {}, "microsoft/llmlingua-2-xlm-roberta-large-meetingbank"),
+        ("provence", {}, "naver/provence-reranker-debertav3-v1"),
+        ("cosine", {"embedder": "bert-base"}, "bert-base-uncased"),
+    ],
+)
+def test_hub_rankers_raise_model_unavailable_offline(method, options, model, tmp_path):
     start = time.monotonic()
     with pytest.raises(ModelUnavailableError) as info:
-        get_ranker(name).score(QUERY, UNITS)
+        make_ranker(method, cache_dir=tmp_path, **options).score(QUERY, UNITS)
     assert time.monotonic() - start < 30
     message = str(info.value)
     assert model in message and "not in the local Hugging Face cache" in message and "unreachable" in message
@@ -171,4 +189,4 @@ def test_hub_rankers_raise_model_unavailable_offline(name, model):
 @offline_only
 def test_batched_hub_ranker_raises_offline_too():
     with pytest.raises(ModelUnavailableError, match="ms-marco"):
-        get_ranker("cross-encoder").score_many([QUERY], [UNITS])
+        make_ranker("cross-encoder").score_many([QUERY], [UNITS])

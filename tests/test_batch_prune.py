@@ -213,8 +213,24 @@ def test_cli_prune_writes_the_same_file_as_prune_jsonl(tmp_path, pruner, records
     src = write_jsonl(tmp_path / "in.jsonl", records)
     batch.prune_jsonl(src, tmp_path / "api.jsonl", pruner=pruner, top_k=3, progress=False)
     monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
-    rc = main(["prune", "--checkpoint", str(CHECKPOINT), "--input", str(src), "--output", str(tmp_path / "cli.jsonl"),
-               "--top-k", "3", "--n-permutations", str(M), "--seed", "0", "--no-progress"])
+    rc = main(
+        [
+            "prune",
+            "--checkpoint",
+            str(CHECKPOINT),
+            "--input",
+            str(src),
+            "--output",
+            str(tmp_path / "cli.jsonl"),
+            "--top-k",
+            "3",
+            "--n-permutations",
+            str(M),
+            "--seed",
+            "0",
+            "--no-progress",
+        ]
+    )
     assert rc == 0 and "6 records written" in capsys.readouterr().out
     assert (tmp_path / "cli.jsonl").read_bytes() == (tmp_path / "api.jsonl").read_bytes()
 
@@ -226,13 +242,31 @@ def test_ray_missing_is_one_clear_error(tmp_path, monkeypatch, capsys, records):
     src = write_jsonl(tmp_path / "in.jsonl", records)
     with pytest.raises(SCPError, match=r"pip install 'scp\[ray\]'"):
         batch.prune_jsonl_ray(src, tmp_path / "out.jsonl", checkpoint=CHECKPOINT, keep_ratio=0.5)
-    assert main(["prune", "--checkpoint", str(CHECKPOINT), "--input", str(src), "--output", str(tmp_path / "o.jsonl"),
-                 "--keep-ratio", "0.5", "--ray"]) == 2
+    assert (
+        main(
+            [
+                "prune",
+                "--checkpoint",
+                str(CHECKPOINT),
+                "--input",
+                str(src),
+                "--output",
+                str(tmp_path / "o.jsonl"),
+                "--keep-ratio",
+                "0.5",
+                "--ray",
+            ]
+        )
+        == 2
+    )
     assert "pip install 'scp[ray]'" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a local Ray node needs 2 usable CPUs to start (Ray "
-                    "2.60's raylet gives its agent processes a fixed 15 s, which one shared CPU does not allow)")
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2,
+    reason="a local Ray node needs 2 usable CPUs to start (Ray "
+    "2.60's raylet gives its agent processes a fixed 15 s, which one shared CPU does not allow)",
+)
 def test_ray_run_resumes_and_equals_the_local_run_record_for_record(tmp_path, pruner, records, cache):
     """prune_jsonl_ray starts a local Ray instance (1 CPU: one actor of one thread) and finishes a file a local
     run started, with a bad record in the middle (--skip-bad), in chunks of 2 records: the file equals the local
@@ -245,14 +279,27 @@ def test_ray_run_resumes_and_equals_the_local_run_record_for_record(tmp_path, pr
     batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, skip_bad=True, progress=False, max_records=2)
     with open(dst, "a") as f:
         f.write('{"id": 3, "kept_')
-    summary = batch.prune_jsonl_ray(src, dst, checkpoint=CHECKPOINT, keep_ratio=0.5, n_permutations=M, seed=0,
-                                    skip_bad=True, progress=False, num_workers=1, cpus_per_worker=1, batch_size=2,
-                                    cache_dir=cache)
+    summary = batch.prune_jsonl_ray(
+        src,
+        dst,
+        checkpoint=CHECKPOINT,
+        keep_ratio=0.5,
+        n_permutations=M,
+        seed=0,
+        skip_bad=True,
+        progress=False,
+        num_workers=1,
+        cpus_per_worker=1,
+        batch_size=2,
+        cache_dir=cache,
+    )
     assert not ray.is_initialized()
     assert (summary.already_done, summary.written, summary.errors, summary.dropped_partial_line) == (2, 5, 1, True)
     assert dst.read_bytes() == local.read_bytes()
-    assert read_jsonl(dst)[3] == {"id": 4, "error": "line 4: no context: give 'sentences' (a list of strings) or "
-                                                    "'text' (a string)"}
+    assert read_jsonl(dst)[3] == {
+        "id": 4,
+        "error": "line 4: no context: give 'sentences' (a list of strings) or 'text' (a string)",
+    }
 
 
 def test_ray_worker_prunes_the_scanned_chunks_as_the_local_run_does(tmp_path, pruner, records, cache):
@@ -283,6 +330,7 @@ def test_ray_worker_prunes_the_scanned_chunks_as_the_local_run_does(tmp_path, pr
 
 # ------------------------------------------------------------------- files it did not write, inputs, retries
 
+
 def question(record: dict) -> str:
     return record.get("question", record.get("query"))
 
@@ -308,8 +356,12 @@ def test_a_file_scp_prune_did_not_write_is_an_error_and_stays_byte_identical(tmp
     bad = write_jsonl(tmp_path / "bad.jsonl", [records[0], "not json {"])
     batch.prune_jsonl(src, tmp_path / "real.jsonl", pruner=pruner, top_k=1, progress=False)
     calls.clear()
-    users = {"notes.txt": b"my notes\nthe last line has no newline", "one.json": b'{"a": 1}', "empty.jsonl": b"",
-             "copied.jsonl": (tmp_path / "real.jsonl").read_bytes()}
+    users = {
+        "notes.txt": b"my notes\nthe last line has no newline",
+        "one.json": b'{"a": 1}',
+        "empty.jsonl": b"",
+        "copied.jsonl": (tmp_path / "real.jsonl").read_bytes(),
+    }
     for name, content in users.items():
         path = tmp_path / name
         path.write_bytes(content)
@@ -334,19 +386,25 @@ def test_a_file_scp_prune_did_not_write_is_an_error_and_stays_byte_identical(tmp
     assert summary.dropped_partial_line and ours.read_bytes() == (tmp_path / "real.jsonl").read_bytes()
 
 
-def test_another_input_into_the_same_output_is_an_error_naming_what_differs(tmp_path, pruner, records, calls,
-                                                                            cache, monkeypatch, capsys):
+def test_another_input_into_the_same_output_is_an_error_naming_what_differs(
+    tmp_path, pruner, records, calls, cache, monkeypatch, capsys
+):
     """Default ids are line numbers: a second input written to the same output must not 'resume' it; nor may
     the input change in a record that was pruned (changed or gone).  New records at the end are pruned."""
-    first, second = write_jsonl(tmp_path / "first.jsonl", records[:3]), write_jsonl(tmp_path / "second.jsonl",
-                                                                                   records[3:])
+    first, second = (
+        write_jsonl(tmp_path / "first.jsonl", records[:3]),
+        write_jsonl(tmp_path / "second.jsonl", records[3:]),
+    )
     dst, settings = tmp_path / "out.jsonl", tmp_path / "out.jsonl.settings.json"
     batch.prune_jsonl(first, dst, pruner=pruner, top_k=2, progress=False)
     before, stored = dst.read_bytes(), settings.read_bytes()
     calls.clear()
-    with pytest.raises(SCPError, match=r"out.jsonl holds the records of another input: it was started from "
-                                       r"\S*first.jsonl \(\d+ bytes, sha256 [0-9a-f]{16}…\), this run reads "
-                                       r"\S*second.jsonl"):
+    with pytest.raises(
+        SCPError,
+        match=r"out.jsonl holds the records of another input: it was started from "
+        r"\S*first.jsonl \(\d+ bytes, sha256 [0-9a-f]{16}…\), this run reads "
+        r"\S*second.jsonl",
+    ):
         batch.prune_jsonl(second, dst, pruner=pruner, top_k=2, progress=False)
     monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
     argv = ["prune", "--checkpoint", str(CHECKPOINT), "--output", str(dst), "--top-k", "2", "--n-permutations", str(M)]
@@ -364,12 +422,15 @@ def test_another_input_into_the_same_output_is_an_error_naming_what_differs(tmp_
     assert (summary.already_done, summary.written, calls) == (3, 1, [question(records[3])])
     batch.prune_jsonl(first, tmp_path / "fresh.jsonl", pruner=pruner, top_k=2, progress=False)
     assert dst.read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
-    assert json.loads(settings.read_text())["input"]["sha256"] == json.loads(
-        (tmp_path / "fresh.jsonl.settings.json").read_text())["input"]["sha256"]
+    assert (
+        json.loads(settings.read_text())["input"]["sha256"]
+        == json.loads((tmp_path / "fresh.jsonl.settings.json").read_text())["input"]["sha256"]
+    )
 
 
-def test_error_records_are_retried_and_a_fixed_record_replaces_its_error_line(tmp_path, pruner, records, calls,
-                                                                             monkeypatch):
+def test_error_records_are_retried_and_a_fixed_record_replaces_its_error_line(
+    tmp_path, pruner, records, calls, monkeypatch
+):
     """After a --skip-bad run, a rerun retries the error records; once the bad records are fixed in the input,
     the file ends up equal to one uninterrupted run on the fixed input (rewritten beside it, in input order)."""
     broken = [records[0], {"query": "no context here"}, records[2], "not json {", records[4], records[5]]
@@ -393,11 +454,17 @@ def test_error_records_are_retried_and_a_fixed_record_replaces_its_error_line(tm
 
     def crash(q, *args, **kwargs):
         raise RuntimeError("boom")
+
     monkeypatch.setattr(pruner, "prune", crash)
     with pytest.raises(RuntimeError, match="boom"):
         batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, progress=False)
-    assert dst.read_bytes() == first and files_in(tmp_path) == ["in.jsonl", "out.jsonl", "out.jsonl.settings.json",
-                                                                "reference.jsonl", "reference.jsonl.settings.json"]
+    assert dst.read_bytes() == first and files_in(tmp_path) == [
+        "in.jsonl",
+        "out.jsonl",
+        "out.jsonl.settings.json",
+        "reference.jsonl",
+        "reference.jsonl.settings.json",
+    ]
     monkeypatch.setattr(pruner, "prune", original)
     # a job killed between saving the new settings and renaming the rewritten file over the output
     settings = (tmp_path / "reference.jsonl.settings.json").read_bytes()  # what this run's settings file holds
@@ -439,9 +506,28 @@ def test_cli_output_dev_stdout_into_a_pipe_streams_the_records(tmp_path, pruner,
     src, reference = write_jsonl(tmp_path / "in.jsonl", records), tmp_path / "reference.jsonl"
     batch.prune_jsonl(src, reference, pruner=pruner, keep_ratio=0.5, progress=False)
     env = {**os.environ, "SCP_CACHE_DIR": str(cache), "OMP_NUM_THREADS": "1"}  # one torch thread, as `pruner`
-    proc = subprocess.run([sys.executable, "-m", "scp", "prune", "--checkpoint", str(CHECKPOINT), "--input", str(src),
-                           "--output", "/dev/stdout", "--keep-ratio", "0.5", "--n-permutations", str(M)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=240, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scp",
+            "prune",
+            "--checkpoint",
+            str(CHECKPOINT),
+            "--input",
+            str(src),
+            "--output",
+            "/dev/stdout",
+            "--keep-ratio",
+            "0.5",
+            "--n-permutations",
+            str(M),
+        ],
+        capture_output=True,
+        env=env,
+        timeout=240,
+        cwd=tmp_path,
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 0, err
     assert proc.stdout == reference.read_bytes()
@@ -456,6 +542,7 @@ def test_a_failed_run_leaves_no_output_and_no_settings_file(tmp_path, pruner, re
 
     def refuse(q, *args, **kwargs):
         raise ValueError("the pruner refuses this record")
+
     monkeypatch.setattr(pruner, "prune", refuse)
     with pytest.raises(DataFormatError, match=r"in.jsonl line 1: the pruner refuses this record \(0 records written"):
         batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
@@ -465,6 +552,7 @@ def test_a_failed_run_leaves_no_output_and_no_settings_file(tmp_path, pruner, re
         if q == question(records[1]):
             raise KeyboardInterrupt
         return original(q, *args, **kwargs)
+
     monkeypatch.setattr(pruner, "prune", interrupt_at_the_second)
     with pytest.raises(KeyboardInterrupt):
         batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
@@ -496,12 +584,23 @@ def test_gpus_asked_for_but_not_there_is_an_error_before_any_work(tmp_path, reco
     monkeypatch.setattr(ray, "init", lambda **kwargs: seen.append(kwargs["address"]))
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 8.0, "memory": 1e10})
     monkeypatch.setattr(ray, "shutdown", lambda: seen.append("shutdown"))
-    with pytest.raises(SCPError, match=r"1 Ray worker\(s\) × 0.5 GPU each \(--ray-gpus\) need 0.5 GPU\(s\), but the "
-                                       r"Ray cluster at ray://nowhere:10001 has 0; nothing was pruned"):
-        batch.prune_jsonl_ray(src, dst, checkpoint=CHECKPOINT, keep_ratio=0.5, gpus_per_worker=0.5, progress=False,
-                              address="ray://nowhere:10001")
+    with pytest.raises(
+        SCPError,
+        match=r"1 Ray worker\(s\) × 0.5 GPU each \(--ray-gpus\) need 0.5 GPU\(s\), but the "
+        r"Ray cluster at ray://nowhere:10001 has 0; nothing was pruned",
+    ):
+        batch.prune_jsonl_ray(
+            src,
+            dst,
+            checkpoint=CHECKPOINT,
+            keep_ratio=0.5,
+            gpus_per_worker=0.5,
+            progress=False,
+            address="ray://nowhere:10001",
+        )
     assert "need 12 CPU(s), but the Ray cluster at ray://x:1 has 8" in one_line_error(
-        argv + ["--ray", "ray://x:1", "--ray-workers", "3", "--ray-cpus", "4"], capsys)
+        argv + ["--ray", "ray://x:1", "--ray-workers", "3", "--ray-cpus", "4"], capsys
+    )
     assert seen == ["ray://nowhere:10001", "shutdown", "ray://x:1", "shutdown"]
     assert files_in(tmp_path) == ["in.jsonl"]
 
@@ -524,6 +623,9 @@ def test_numpy_criteria_are_written_as_the_python_numbers_they_hold(tmp_path, pr
     batch.prune_jsonl(src, f32, pruner=pruner, keep_ratio=np.float32(0.3), progress=False)
     stored = json.loads((tmp_path / "f32.jsonl.settings.json").read_text())["criterion"]
     assert stored == "keep_ratio=0.30000001192092896"
-    with pytest.raises(SCPError, match=r"was written with other settings \(criterion "
-                                       r"'keep_ratio=0.30000001192092896' → 'keep_ratio=0.3'\)"):
+    with pytest.raises(
+        SCPError,
+        match=r"was written with other settings \(criterion "
+        r"'keep_ratio=0.30000001192092896' → 'keep_ratio=0.3'\)",
+    ):
         batch.prune_jsonl(src, f32, pruner=pruner, keep_ratio=0.3, progress=False)

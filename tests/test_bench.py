@@ -14,15 +14,17 @@ def test_timed_rounds_rotates_the_order_and_warms_up():
     calls = {name: (lambda r, name=name: seen.append((name, r)) or r) for name in "abc"}
     times, outputs = bench.timed_rounds(calls, 3, min_seconds=0.0)
     assert seen[:3] == [("a", -1), ("b", -1), ("c", -1)]  # one untimed warm-up each
-    assert [name for name, _ in seen[3:]] == list("abc" "bca" "cab")
+    assert [name for name, _ in seen[3:]] == list("abcbcacab")
     assert outputs["b"] == [0, 1, 2] and all(len(t) == 3 for t in times.values())
     # a call much shorter than min_seconds is repeated back to back inside one measurement (time per call kept)
     count = []
     times, outputs = bench.timed_rounds({"fast": lambda r: count.append(r) or r}, 2, min_seconds=0.01)
     assert len(count) > 3 and outputs["fast"] == [0, 1] and max(times["fast"]) < 0.01
+
     # a method that refuses (e.g. a budget below its minimum) is left out and named, or raises when not asked
     def refuse(r):
         raise ValueError("budget too small")
+
     failures = {}
     times, _ = bench.timed_rounds({"ok": lambda r: r, "no": refuse}, 2, min_seconds=0.0, failures=failures)
     assert list(times) == ["ok"] and failures == {"no": "ValueError: budget too small"}
@@ -41,8 +43,12 @@ def test_time_to_rmse_interpolates_in_log_log_and_ratios_pick_the_best_of_each_f
     assert bench.time_to(pts, math.sqrt(1e-2 * 5e-3)) == pytest.approx(2.0)
     assert bench.time_to(pts, 1e-3) is None
     assert bench.time_to(curve([(1.0, 1e-2), (2.0, 2e-2), (4.0, 4e-3)]), 1e-2) == 1.0  # made monotone
-    curves = {"ours: a": curve([(1.0, 1e-2), (2.0, 5e-3)]), "ours: b": curve([(3.0, 1e-2)]),
-              "shapiq X": curve([(10.0, 1e-2), (40.0, 5e-3)]), "shapiq Y": curve([(5.0, 2e-2)])}
+    curves = {
+        "ours: a": curve([(1.0, 1e-2), (2.0, 5e-3)]),
+        "ours: b": curve([(3.0, 1e-2)]),
+        "shapiq X": curve([(10.0, 1e-2), (40.0, 5e-3)]),
+        "shapiq Y": curve([(5.0, 2e-2)]),
+    }
     rows = bench.time_to_rmse_ratios(curves)
     assert [r["rmse"] for r in rows] == [5e-3, 1e-2, 2e-2]
     assert rows[0]["ours"] == "ours: a" and rows[0]["shapiq"] == "shapiq X" and rows[0]["ratio"] == pytest.approx(20)
@@ -53,13 +59,29 @@ def test_time_to_rmse_interpolates_in_log_log_and_ratios_pick_the_best_of_each_f
 
 def test_report_regenerates_marked_blocks_from_json(tmp_path):
     env = {"cpu": "test cpu", "threads": 1, "quick": True, "torch": "x", "logical_cores": 2, "date": "today"}
-    (tmp_path / "prefix.json").write_text(json.dumps({
-        "env": env, "m": 50, "threshold_in_code": 64, "crossover": {"net": 64},
-        "rows": [{"net": "net", "n": 64, "gemm": bench.spread([0.002]), "cumsum": bench.spread([0.001]),
-                  "max_abs_difference": 1e-7}]}))
+    (tmp_path / "prefix.json").write_text(
+        json.dumps(
+            {
+                "env": env,
+                "m": 50,
+                "threshold_in_code": 64,
+                "crossover": {"net": 64},
+                "rows": [
+                    {
+                        "net": "net",
+                        "n": 64,
+                        "gemm": bench.spread([0.002]),
+                        "cumsum": bench.spread([0.001]),
+                        "max_abs_difference": 1e-7,
+                    }
+                ],
+            }
+        )
+    )
     doc = tmp_path / "BENCHMARKS.md"
-    blocks = "".join(f"<!-- bench:{k} -->\nold\n<!-- /bench:{k} -->\n" for k in
-                     ["environment", *bench.SECTIONS, "endtoend", "gpu"])
+    blocks = "".join(
+        f"<!-- bench:{k} -->\nold\n<!-- /bench:{k} -->\n" for k in ["environment", *bench.SECTIONS, "endtoend", "gpu"]
+    )
     doc.write_text("# Benchmarks\n" + blocks + "tail\n")
     bench.report(tmp_path, doc)
     text = doc.read_text()
@@ -93,7 +115,9 @@ def test_gpu_dry_run_runs_every_section_and_checks_equality(tmp_path, capsys, mo
     eq = result["equality"]
     assert result["passed"] and eq["passed"] and "1e-05" in eq["tolerance"]
     assert all(r["max_abs_diff_device_vs_cpu"] <= r["atol"] for r in eq["rows"])
-    assert {"cpu", "device"} <= set(result["matmul"]) and result["matmul"]["device"]["rho_layer"]["flops_per_second"] > 0
+    assert {"cpu", "device"} <= set(result["matmul"]) and result["matmul"]["device"]["rho_layer"][
+        "flops_per_second"
+    ] > 0
     rows = result["throughput"]
     assert [(r["n"], r["m"]) for r in rows] == [(10, 5), (10, 20), (41, 5), (41, 20)]
     assert all(r["cpu"]["contexts_per_second"] > 0 and r["ratio"] > 0 for r in rows)

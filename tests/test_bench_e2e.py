@@ -7,11 +7,18 @@ from scp.bench.e2e import format_table, main, summarize
 
 
 def test_rows_hold_median_min_max_and_the_table_shows_them():
-    rows = [summarize("(a) prune one context", "s", [0.3, 0.1, 0.2]),
-            summarize("(d) scp prune", "records/s", [120.0, 80.0, 100.0, 90.0, 110.0], "M = 50")]
+    rows = [
+        summarize("(a) prune one context", "s", [0.3, 0.1, 0.2]),
+        summarize("(d) scp prune", "records/s", [120.0, 80.0, 100.0, 90.0, 110.0], "M = 50"),
+    ]
     assert (rows[0]["median"], rows[0]["min"], rows[0]["max"], rows[0]["repeats"]) == (0.2, 0.1, 0.3, 3)
-    meta = {"torch_threads": 1, "cpus_usable": 1, "loadavg_start": [1.5, 0, 0], "loadavg_end": [2.25, 0, 0],
-            "quick": True}
+    meta = {
+        "torch_threads": 1,
+        "cpus_usable": 1,
+        "loadavg_start": [1.5, 0, 0],
+        "loadavg_end": [2.25, 0, 0],
+        "quick": True,
+    }
     lines = format_table({"meta": meta, "rows": rows}).splitlines()
     assert lines[0] == "End-to-end, torch threads = 1, CPUs usable = 1, load average 1.50 → 2.25 (quick)"
     assert lines[2] == "| measurement | median | min | max | unit | repeats | note |"

@@ -1,27 +1,34 @@
-"""scp.experiments.mc_budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability."""
+"""scp.experiments.mc_budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability;
+the batched scorer (scp.models.scoring) keeps the order and gives each context its own values, whatever the batch."""
 
 import numpy as np
 import pytest
 import torch
 
+from scp.core.enumeration import exact
 from scp.core.games import TableGame
-from scp.core.shapley import ShapleyResult, exact, monte_carlo
+from scp.core.monte_carlo import monte_carlo
+from scp.core.permutations import derive_seed
+from scp.core.result import ShapleyResult
 from scp.data.features import build_contexts
-from scp.experiments.mc_budget import batched_scores, max_abs_errors, repeated_monte_carlo, topk_set, topk_stability
+from scp.experiments.mc_budget import max_abs_errors, repeated_monte_carlo, topk_set, topk_stability
 from scp.models.game import ValueNetGame
+from scp.models.scoring import score_contexts
 from scp.models.value_net import DeepSetsValue
 
 
 def small_net(n_extra=2):
     torch.manual_seed(0)
-    return DeepSetsValue(embed_dim=8, hidden=16, latent=8, query_mode="product_concat", n_extra=n_extra,
-                         skip=True).eval()
+    return DeepSetsValue(
+        embed_dim=8, hidden=16, latent=8, query_mode="product_concat", n_extra=n_extra, skip=True
+    ).eval()
 
 
 def net_game(n=7, seed=0):
     rng = np.random.default_rng(seed)
-    return ValueNetGame(small_net(), rng.normal(size=(n, 8)), rng.normal(size=8), rng.normal(size=(n, 2)),
-                        cache_psi=True)
+    return ValueNetGame(
+        small_net(), rng.normal(size=(n, 8)), rng.normal(size=8), rng.normal(size=(n, 2)), cache_psi=True
+    )
 
 
 def test_repeated_equals_one_at_a_time_on_the_fast_path_and_counts_evaluations():
@@ -32,7 +39,7 @@ def test_repeated_equals_one_at_a_time_on_the_fast_path_and_counts_evaluations()
         np.testing.assert_allclose(r.values, single.values, atol=1e-6)
         assert r.seed == s and r.n_permutations == 20
         assert r.n_evaluations == single.n_evaluations == 20 * (game.n_players - 1) + 2
-    assert not np.allclose(batch[0].values, batch[1].values)          # different seeds, different draws
+    assert not np.allclose(batch[0].values, batch[1].values)  # different seeds, different draws
 
 
 def test_repeated_falls_back_for_other_games_and_needs_seeds():
@@ -54,14 +61,16 @@ def test_errors_shrink_with_the_budget_and_match_the_definition():
 
 def test_topk_set_and_stability():
     assert topk_set([0.1, 0.5, 0.5, 0.2], 2) == {1, 2}
-    assert topk_set([1.0, 1.0, 1.0], 2) == {0, 1}                      # ties towards the lower index
+    assert topk_set([1.0, 1.0, 1.0], 2) == {0, 1}  # ties towards the lower index
     with pytest.raises(ValueError):
         topk_set([1.0, 2.0], 3)
     truth = np.array([0.9, 0.8, 0.1, 0.0])
-    ests = [ShapleyResult(values=v, n_evaluations=1, method="x")
-            for v in ([0.9, 0.7, 0.2, 0.0], [0.9, 0.1, 0.8, 0.0], [0.5, 0.6, 0.1, 0.2], [1, 1, 0, 0])]
+    ests = [
+        ShapleyResult(values=v, n_evaluations=1, method="x")
+        for v in ([0.9, 0.7, 0.2, 0.0], [0.9, 0.1, 0.8, 0.0], [0.5, 0.6, 0.1, 0.2], [1, 1, 0, 0])
+    ]
     assert topk_stability(ests, truth, 2) == 0.75
-    assert topk_stability(ests, truth, 1) == 0.75                     # the third puts player 1 first
+    assert topk_stability(ests, truth, 1) == 0.75  # the third puts player 1 first
 
 
 class _Words:
@@ -74,16 +83,50 @@ class _Words:
         return np.asarray(rows, dtype=np.float32)
 
 
-def test_batched_scores_keep_the_order_and_equal_single_context_scores():
+@pytest.mark.parametrize("by_length", [False, True])
+def test_scored_contexts_keep_the_order_and_equal_single_context_scores(by_length):
     net = small_net()
     units = [[f"u{k}-{i}" for i in range(n)] for k, n in enumerate([5, 2, 7, 3])]
     contexts = build_contexts([f"q{k}" for k in range(4)], units, _Words(), ("cos", "bm25z"))
-    scores = batched_scores(net, contexts, 10, seed=4, batch_size=2)
-    assert [s.shape[0] for s in scores] == [5, 2, 7, 3]
+    results = score_contexts(net, contexts, n_permutations=10, seed=4, batch_size=2, by_length=by_length)
+    scores = [r.values for r in results]
+    assert [s.shape[0] for s in scores] == [5, 2, 7, 3] and all(r.n_permutations == 10 for r in results)
     for c, s in zip(contexts, scores):
-        alone = batched_scores(net, [c], 10, seed=4)[0]
+        alone = score_contexts(net, [c], n_permutations=10, seed=4)[0].values
         np.testing.assert_allclose(s, alone, atol=1e-5)
-        with torch.no_grad():                                          # efficiency: Σφ = v(N) − v(∅)
+        game = ValueNetGame(net, c.units, c.query, c.extra, cache_psi=True)  # = monte_carlo on its game
+        np.testing.assert_allclose(s, monte_carlo(game, 10, seed=derive_seed(4, c.key)).values, atol=1e-5)
+        with torch.no_grad():  # efficiency: Σφ = v(N) − v(∅)
             full = net(c.units[None], c.query[None], None, c.extra[None])[0]
             empty = net(c.units[None], c.query[None], torch.zeros(1, c.n_units, dtype=torch.bool), c.extra[None])[0]
         assert s.sum() == pytest.approx(float(full - empty), abs=1e-5)
+
+
+def test_a_budget_gives_each_context_the_permutations_its_length_buys():
+    net = small_net()
+    units = [[f"u{k}-{i}" for i in range(n)] for k, n in enumerate([5, 2, 7])]
+    contexts = build_contexts([f"q{k}" for k in range(3)], units, _Words(), ("cos", "bm25z"))
+    results = score_contexts(net, contexts, budget=62, seed=1)
+    assert [r.n_permutations for r in results] == [15, 60, 10]  # ⌊(62 − 2)/(n − 1)⌋
+    assert all(r.n_evaluations <= 62 for r in results)
+    for c, r in zip(contexts, results):
+        game = ValueNetGame(net, c.units, c.query, c.extra, cache_psi=True)
+        np.testing.assert_allclose(r.values, monte_carlo(game, budget=62, seed=derive_seed(1, c.key)).values, atol=1e-6)
+    loo = score_contexts(net, contexts, "loo")  # no batched form: one game per context
+    assert [r.method for r in loo] == ["leave_one_out"] * 3 and loo[0].n_evaluations == 6
+
+
+def test_an_adaptive_budget_caps_each_context_and_batched_equals_single():
+    from scp.core.adaptive import adaptive_monte_carlo
+
+    net = small_net()
+    units = [[f"u{k}-{i}" for i in range(n)] for k, n in enumerate([5, 2, 7])]
+    contexts = build_contexts([f"q{k}" for k in range(3)], units, _Words(), ("cos", "bm25z"))
+    options = dict(budget=400, seed=3, delta=0.2, min_permutations=8, bound="student")
+    results = score_contexts(net, contexts, "adaptive", per_context=[{"k": 2}, {"k": 1}, {"k": 3}], **options)
+    for c, r, k in zip(contexts, results, (2, 1, 3)):
+        assert r.certificate.k == k and r.n_evaluations <= 400 and r.n_permutations == r.certificate.n_permutations
+        game = ValueNetGame(net, c.units, c.query, c.extra, cache_psi=True)
+        single = adaptive_monte_carlo(game, k, **(options | dict(seed=derive_seed(3, c.key))))
+        np.testing.assert_allclose(r.values, single.values, atol=1e-6)
+        assert single.n_permutations == r.n_permutations and single.n_evaluations == r.n_evaluations

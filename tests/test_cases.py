@@ -11,7 +11,7 @@ from scp.errors import DataFormatError, DataUnavailableError
 def test_table19_case_from_the_shared_data(data_dir):
     ex = load_case(TABLE19)
     assert ex.n_units == 10 and ex.meta["ids"] == [f"S{i}" for i in range(1, 11)]
-    assert ex.labels == (0, 1, 1, 1, 1, 1, 0, 0, 0, 0)                 # G1, G2 (duplicated), G3 are evidence
+    assert ex.labels == (0, 1, 1, 1, 1, 1, 0, 0, 0, 0)  # G1, G2 (duplicated), G3 are evidence
     assert ex.units[0] == "The old manual states: standard analgesic dose is 5 mg."
     assert ex.query.startswith("According to the latest protocol")
     assert ex.meta["paper_loo"][0] == -1.0 and ex.meta["paper_scp"][5] == 1.3
@@ -29,9 +29,14 @@ def test_missing_case_file_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_explicit_path_and_bad_files(tmp_path):
-    good = {"question": "Q?", "answer": "A", "sentences": [
-        {"id": "S1", "text": "a. ", "role": "G1", "paper_x": 1},
-        {"id": "S2", "text": "b.", "role": "noise", "paper_x": 0.5}]}
+    good = {
+        "question": "Q?",
+        "answer": "A",
+        "sentences": [
+            {"id": "S1", "text": "a. ", "role": "G1", "paper_x": 1},
+            {"id": "S2", "text": "b.", "role": "noise", "paper_x": 0.5},
+        ],
+    }
     path = tmp_path / "c.json"
     path.write_text(json.dumps(good))
     ex = load_case("c", path=path)

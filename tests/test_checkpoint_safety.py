@@ -31,8 +31,9 @@ def toy_contexts(embedder):
     rng = np.random.default_rng(0)
     units, labels = [], []
     for i, _ in enumerate(QUERIES):
-        both = [f"the capital of country {i} is city {i}", f"country {i} has its capital at the river"] + \
-               [f"unrelated sentence {j} about topic {rng.integers(1000)}" for j in range(4)]
+        both = [f"the capital of country {i} is city {i}", f"country {i} has its capital at the river"] + [
+            f"unrelated sentence {j} about topic {rng.integers(1000)}" for j in range(4)
+        ]
         units.append(both)
         labels.append([1, 1, 0, 0, 0, 0])
     ctx = build_contexts(QUERIES, units, embedder, ("cos",), labels_list=labels, ids=[str(i) for i in range(12)])
@@ -40,8 +41,22 @@ def toy_contexts(embedder):
 
 
 def tiny_config(**kw):
-    return TrainConfig(**{**dict(embedder="random", query_mode="product_concat", features=("cos",), hidden=8,
-                                 latent=4, epochs=2, n_permutations=4, eval_permutations=4, batch_size=4), **kw})
+    return TrainConfig(
+        **{
+            **dict(
+                embedder="random",
+                query_mode="product_concat",
+                features=("cos",),
+                hidden=8,
+                latent=4,
+                epochs=2,
+                n_permutations=4,
+                eval_permutations=4,
+                batch_size=4,
+            ),
+            **kw,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +76,7 @@ def one_line(error) -> str:
 
 # ------------------------------------------------------------------------------- (a) nothing is ever executed
 
+
 class Armed:
     """Unpickling this calls ``open(target, "w")``: loading it creates ``target``."""
 
@@ -72,8 +88,15 @@ class Armed:
 
 
 def evil_payload(target: Path) -> dict:
-    return {"format": CHECKPOINT_FORMAT, "config": {}, "embedder_id": "random-16", "embed_dim": 16,
-            "weights": {"x": torch.zeros(2)}, "hook": Armed(target), "checksum": "0" * 64}
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "config": {},
+        "embedder_id": "random-16",
+        "embed_dim": 16,
+        "weights": {"x": torch.zeros(2)},
+        "hook": Armed(target),
+        "checksum": "0" * 64,
+    }
 
 
 def write_evil(path: Path, target: Path, how: str) -> Path:
@@ -84,8 +107,12 @@ def write_evil(path: Path, target: Path, how: str) -> Path:
     return path
 
 
-EVIL = [("evil.pt", "torch.save"), ("evil.pt", "pickle"), ("evil.safetensors", "torch.save"),
-        ("evil.safetensors", "pickle")]
+EVIL = [
+    ("evil.pt", "torch.save"),
+    ("evil.pt", "pickle"),
+    ("evil.safetensors", "torch.save"),
+    ("evil.safetensors", "pickle"),
+]
 
 
 def test_the_evil_files_are_armed(tmp_path):
@@ -116,6 +143,7 @@ def test_an_evil_pickle_is_refused_by_every_entry_point(name, how, tmp_path, tin
     with pytest.raises(CheckpointError):
         ShapleyPruner.from_checkpoint(evil, embedder=tiny[0])
     from scp.pruning.model_card import model_card
+
     (tmp_path / "last.safetensors").write_bytes(tiny[2].last_path.read_bytes())
     with pytest.raises(CheckpointError):
         model_card(evil)
@@ -128,21 +156,60 @@ def test_an_evil_pickle_is_refused_by_every_entry_point(name, how, tmp_path, tin
         assert len(err.splitlines()) == 1 and "Traceback" not in err, err
         return err
 
-    assert str(evil) in cli(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", evil, "--limit", "2",
-                             "--out", tmp_path / "eval.json"])
+    assert str(evil) in cli(
+        [
+            "eval",
+            "--dataset",
+            "hotpotqa",
+            "--method",
+            "scp",
+            "--checkpoint",
+            evil,
+            "--limit",
+            "2",
+            "--out",
+            tmp_path / "eval.json",
+        ]
+    )
     records = tmp_path / "in.jsonl"
-    records.write_text(json.dumps({"question": "what is the capital?", "sentences": ["Paris is the capital.",
-                                                                                    "Cats purr."]}) + "\n")
-    assert str(evil) in cli(["prune", "--checkpoint", evil, "--input", records, "--output", tmp_path / "out.jsonl",
-                             "--top-k", "1", "--no-progress"])
+    records.write_text(
+        json.dumps({"question": "what is the capital?", "sentences": ["Paris is the capital.", "Cats purr."]}) + "\n"
+    )
+    assert str(evil) in cli(
+        [
+            "prune",
+            "--checkpoint",
+            evil,
+            "--input",
+            records,
+            "--output",
+            tmp_path / "out.jsonl",
+            "--top-k",
+            "1",
+            "--no-progress",
+        ]
+    )
     cli(["convert-checkpoint", evil, tmp_path / "converted.safetensors"])
     assert not (tmp_path / "converted.safetensors").exists()
     # scp train --resume on a folder whose last checkpoint is the evil file (under the new name, or the old one)
     run = tmp_path / "run"
     run.mkdir()
     (run / ("last.safetensors" if name.endswith(".safetensors") else "last.pt")).write_bytes(evil.read_bytes())
-    cli(["train", "--embedder", "random", "--max-train-examples", "8", "--epochs", "1", "--quiet", "--out", run,
-         "--resume"])
+    cli(
+        [
+            "train",
+            "--embedder",
+            "random",
+            "--max-train-examples",
+            "8",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--out",
+            run,
+            "--resume",
+        ]
+    )
     emb, (tr, va), _ = tiny
     with pytest.raises((CheckpointError, ValueError)):
         train(tiny_config(), tr, va, run, emb.id, resume=True, progress=False)
@@ -152,6 +219,7 @@ def test_an_evil_pickle_is_refused_by_every_entry_point(name, how, tmp_path, tin
 def test_a_safetensors_checkpoint_is_never_unpickled(tiny, monkeypatch):
     def no_pickles(*args, **kwargs):
         raise AssertionError("torch.load called on a safetensors checkpoint")
+
     monkeypatch.setattr(torch, "load", no_pickles)
     monkeypatch.setattr(pickle, "loads", no_pickles)
     with warnings.catch_warnings():
@@ -163,9 +231,10 @@ def test_a_safetensors_checkpoint_is_never_unpickled(tiny, monkeypatch):
 
 # --------------------------------------------------------------- (b) verified from its bytes before tensors
 
+
 def header_of(blob: bytes) -> tuple[int, dict]:
     n = struct.unpack("<Q", blob[:8])[0]
-    return n, json.loads(blob[8:8 + n])
+    return n, json.loads(blob[8 : 8 + n])
 
 
 def test_the_file_is_standard_safetensors_with_scp_metadata(tiny):
@@ -191,8 +260,14 @@ def test_flipped_bytes_anywhere_are_caught_before_any_tensor_is_built(tiny, tmp_
     assert built == [1]  # the spy sees tensors being built
     built.clear()
     sha = blob.index(b'"scp_sha256":"')
-    positions = sorted({*range(8), *range(sha, sha + 80), *np.linspace(8, 8 + n - 1, 500).astype(int).tolist(),
-                        *np.linspace(8 + n, len(blob) - 1, 64).astype(int).tolist()})
+    positions = sorted(
+        {
+            *range(8),
+            *range(sha, sha + 80),
+            *np.linspace(8, 8 + n - 1, 500).astype(int).tolist(),
+            *np.linspace(8 + n, len(blob) - 1, 64).astype(int).tolist(),
+        }
+    )
     path = tmp_path / "flipped.safetensors"
     for at in positions:  # the length, the checksum, 500 places in the header, 64 in the data
         damaged = bytearray(blob)
@@ -220,9 +295,10 @@ def resealed(blob: bytearray) -> bytes:
     n, header = header_of(bytes(blob))
     claimed = header["__metadata__"]["scp_sha256"].encode()
     at = blob.index(b'"scp_sha256":"' + claimed) + len(b'"scp_sha256":"')
-    blob[at:at + 64] = b"0" * 64
+    blob[at : at + 64] = b"0" * 64
     import hashlib
-    blob[at:at + 64] = hashlib.sha256(bytes(blob)).hexdigest().encode()
+
+    blob[at : at + 64] = hashlib.sha256(bytes(blob)).hexdigest().encode()
     return bytes(blob)
 
 
@@ -241,9 +317,14 @@ def test_the_content_checksum_is_checked_too(tiny, tmp_path):
 def test_truncated_foreign_and_empty_files(tiny, tmp_path):
     blob = tiny[2].best_path.read_bytes()
     n, _ = header_of(blob)
-    cases = {"short.safetensors": blob[:8 + n + 10], "cut_header.safetensors": blob[:n // 2],
-             "random.safetensors": np.random.default_rng(0).bytes(4096), "empty.safetensors": b""}
+    cases = {
+        "short.safetensors": blob[: 8 + n + 10],
+        "cut_header.safetensors": blob[: n // 2],
+        "random.safetensors": np.random.default_rng(0).bytes(4096),
+        "empty.safetensors": b"",
+    }
     from safetensors.torch import save
+
     cases["plain.safetensors"] = save({"w": torch.zeros(3)}, metadata={"format": "pt"})
     for name, content in cases.items():
         path = tmp_path / name
@@ -258,20 +339,37 @@ def test_round_trip_is_exact_for_every_kind_of_value(tmp_path):
     opt = torch.optim.AdamW(model.parameters())
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
-    payload = {"format": "demo", "opt": opt.state_dict(), "ints": {0: "a", -3: (1, 2.5)}, "nan": float("nan"),
-               "inf": [float("inf"), -float("inf")], "none": None, "flag": True, "bytes": b"\x00\xff",
-               "$odd": {"$tensor": "not a tensor"}, "empty": {}, "array": np.arange(6, dtype=np.int16).reshape(2, 3),
-               "tensors": [torch.tensor(1.5), torch.zeros(0, 4), torch.arange(5, dtype=torch.int64),
-                           torch.randn(3).to(torch.bfloat16), torch.tensor([True, False]),
-                           torch.randn(4, 4)[:, 1]],  # a strided view
-               "big": 2 ** 70, "tiny": 5e-324, "text": "∅ – ψ"}
+    payload = {
+        "format": "demo",
+        "opt": opt.state_dict(),
+        "ints": {0: "a", -3: (1, 2.5)},
+        "nan": float("nan"),
+        "inf": [float("inf"), -float("inf")],
+        "none": None,
+        "flag": True,
+        "bytes": b"\x00\xff",
+        "$odd": {"$tensor": "not a tensor"},
+        "empty": {},
+        "array": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "tensors": [
+            torch.tensor(1.5),
+            torch.zeros(0, 4),
+            torch.arange(5, dtype=torch.int64),
+            torch.randn(3).to(torch.bfloat16),
+            torch.tensor([True, False]),
+            torch.randn(4, 4)[:, 1],
+        ],  # a strided view
+        "big": 2**70,
+        "tiny": 5e-324,
+        "text": "∅ – ψ",
+    }
     path = tmp_path / "demo.safetensors"
     checksum = checkpoint.save(payload, path)
     back = checkpoint.load(path)
     assert back["checksum"] == checksum == checkpoint.content_checksum(payload)
     assert back["ints"] == {0: "a", -3: (1, 2.5)} and isinstance(back["ints"][-3], tuple)
     assert back["$odd"] == {"$tensor": "not a tensor"} and back["empty"] == {} and back["bytes"] == b"\x00\xff"
-    assert np.isnan(back["nan"]) and back["inf"] == [float("inf"), -float("inf")] and back["big"] == 2 ** 70
+    assert np.isnan(back["nan"]) and back["inf"] == [float("inf"), -float("inf")] and back["big"] == 2**70
     assert back["array"].dtype == np.int16 and (back["array"] == payload["array"]).all()
     for a, b in zip(payload["tensors"], back["tensors"]):
         assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
@@ -282,6 +380,7 @@ def test_round_trip_is_exact_for_every_kind_of_value(tmp_path):
 
 
 # ------------------------------------------------------ (c) valid checksums, content that does not fit
+
 
 def rewrite(src: Path, dst: Path, change) -> Path:
     payload = {k: v for k, v in checkpoint.load(src).items() if k != "checksum"}
@@ -309,8 +408,10 @@ DEFECTS = {
     "missing weight": (lambda p: p["weights"].pop(_first_weight(p)), "missing weights"),
     "unexpected weight": (lambda p: p["weights"].update({"extra.weight": torch.zeros(2)}), "unexpected weights extra"),
     "weight of the wrong shape": (lambda p: p["weights"].update({"psi.0.weight": torch.zeros(3, 3)}), "has shape"),
-    "weight of another dtype": (lambda p: p["weights"].update({"psi.0.weight": p["weights"]["psi.0.weight"].double()}),
-                                "torch.float64"),
+    "weight of another dtype": (
+        lambda p: p["weights"].update({"psi.0.weight": p["weights"]["psi.0.weight"].double()}),
+        "torch.float64",
+    ),
     "NaN weight": (lambda p: p["weights"]["psi.0.weight"].view(-1).__setitem__(0, float("nan")), "NaN"),
     "inf weight": (lambda p: p["weights"]["psi.0.weight"].view(-1).__setitem__(0, float("inf")), "NaN or infinite"),
     "other format": (lambda p: p.update(format="something-else"), "not an SCP checkpoint of format"),
@@ -330,8 +431,24 @@ def test_a_checkpoint_that_does_not_fit_is_one_checkpoint_error(defect, tiny, tm
 
 def test_the_command_line_reports_a_defect_in_one_line(tiny, tmp_path, capsys):
     path = rewrite(tiny[2].best_path, tmp_path / "noembedder.safetensors", lambda p: p.pop("embedder_id"))
-    assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--checkpoint", str(path), "--limit", "2",
-                 "--out", str(tmp_path / "e.json")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--dataset",
+                "hotpotqa",
+                "--method",
+                "scp",
+                "--checkpoint",
+                str(path),
+                "--limit",
+                "2",
+                "--out",
+                str(tmp_path / "e.json"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err and "embedder_id" in err
 
@@ -349,10 +466,12 @@ def test_model_card_and_resume_check_what_they_read(tiny, tmp_path):
         training_history(run / "best.safetensors")
     # resuming needs the optimizer, scheduler and RNG state, and they must fit
     config = tiny_config(epochs=3)
-    for name, change, words in [("no optimizer", lambda p: p.pop("optimizer"), "no 'optimizer' entry"),
-                                ("rng", lambda p: p.update(torch_rng=torch.zeros(3)), "'torch_rng' entry is not"),
-                                ("groups", lambda p: p["optimizer"].update(param_groups=[]), "cannot be restored"),
-                                ("weights", lambda p: p["weights"].pop("psi.0.weight"), "missing weights psi.0")]:
+    for name, change, words in [
+        ("no optimizer", lambda p: p.pop("optimizer"), "no 'optimizer' entry"),
+        ("rng", lambda p: p.update(torch_rng=torch.zeros(3)), "'torch_rng' entry is not"),
+        ("groups", lambda p: p["optimizer"].update(param_groups=[]), "cannot be restored"),
+        ("weights", lambda p: p["weights"].pop("psi.0.weight"), "missing weights psi.0"),
+    ]:
         out = tmp_path / name.replace(" ", "_")
         partial = train(config, tr, va, out, emb.id, progress=False, stop_after_epochs=1)
         rewrite(partial.last_path, partial.last_path, change)
@@ -372,6 +491,7 @@ def test_every_config_field_type_is_understood():
 
 # -------------------------------------------------------------------------- (d) the shipped, converted models
 
+
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_shipped_models_are_safetensors_with_their_weights_fingerprint(path):
     assert len(SHIPPED) == 3 and not list((ROOT / "models").glob("*.pt"))
@@ -381,11 +501,13 @@ def test_shipped_models_are_safetensors_with_their_weights_fingerprint(path):
         model, config, ckpt = load_checkpoint(path)
     assert ckpt["weights_fingerprint"] == weights_fingerprint(model)
     assert ckpt["checksum"] == checkpoint.content_checksum(ckpt)
-    assert read_checkpoint(path, ("n_params", "val_metrics", "history", "epoch"))["n_params"] == \
-        sum(p.numel() for p in model.parameters())
+    assert read_checkpoint(path, ("n_params", "val_metrics", "history", "epoch"))["n_params"] == sum(
+        p.numel() for p in model.parameters()
+    )
 
 
 # ------------------------------------------------------------------------------ (e) legacy .pt, read safely
+
 
 def test_a_legacy_checkpoint_loads_safely_with_a_warning_and_converts(tiny, tmp_path, capsys):
     emb, _, res = tiny
@@ -436,8 +558,12 @@ def test_a_legacy_last_checkpoint_is_named_when_resuming(tiny, tmp_path):
 
 # ---------------------------------------------------- (f) issue 17: a file that is no checkpoint at all, in short
 
-FOREIGN = {"records.jsonl": b'{"question": "q", "sentences": ["a"]}\n', "notes.txt": b"my notes\n",
-           "random.bin": np.random.default_rng(1).bytes(4096), "short.pt": b"xyz"}
+FOREIGN = {
+    "records.jsonl": b'{"question": "q", "sentences": ["a"]}\n',
+    "notes.txt": b"my notes\n",
+    "random.bin": np.random.default_rng(1).bytes(4096),
+    "short.pt": b"xyz",
+}
 
 
 @pytest.mark.parametrize("name", sorted(FOREIGN))
@@ -447,12 +573,14 @@ def test_a_foreign_file_is_one_short_sentence_and_never_reaches_torch_load(name,
 
     def no_torch_load(*args, **kwargs):
         raise AssertionError("torch.load called on a file that is no torch checkpoint")
+
     monkeypatch.setattr(torch, "load", no_torch_load)
     with pytest.raises(CheckpointError) as info:
         checkpoint.load(path)
     message = one_line(info.value)
-    assert message.startswith(f"{path} is not an SCP checkpoint (neither a safetensors file nor a legacy torch "
-                              "checkpoint)"), message
+    assert message.startswith(
+        f"{path} is not an SCP checkpoint (neither a safetensors file nor a legacy torch checkpoint)"
+    ), message
     assert "PyTorch" not in message and "weights_only" not in message, message
     assert len(message) - len(str(path)) < 200, message  # one short sentence besides the file's name
     assert main(["eval", "--dataset", "hotpotqa", "--method", "scp", "--limit", "1", "--checkpoint", str(path)]) == 2
@@ -464,10 +592,12 @@ def test_a_legacy_file_torch_refuses_gets_a_short_reason(tmp_path):
     torch.save({"format": CHECKPOINT_FORMAT, "where": Path("x"), "checksum": "0" * 64}, tmp_path / "object.pt")
     (tmp_path / "bare.pt").write_bytes(pickle.dumps({"format": CHECKPOINT_FORMAT}, protocol=4))
     blob = (tmp_path / "object.pt").read_bytes()
-    (tmp_path / "cut.pt").write_bytes(blob[:len(blob) // 2])
-    reasons = {"object.pt": "it holds objects other than tensors and plain containers (such as pathlib.",
-               "bare.pt": "it is a pickle that torch's safe loader cannot read",
-               "cut.pt": "it is a damaged or truncated torch file (RuntimeError: PytorchStreamReader failed"}
+    (tmp_path / "cut.pt").write_bytes(blob[: len(blob) // 2])
+    reasons = {
+        "object.pt": "it holds objects other than tensors and plain containers (such as pathlib.",
+        "bare.pt": "it is a pickle that torch's safe loader cannot read",
+        "cut.pt": "it is a damaged or truncated torch file (RuntimeError: PytorchStreamReader failed",
+    }
     for name, reason in reasons.items():
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # torch's own note on the pickle protocol is not passed on

@@ -12,19 +12,29 @@ import scp.pruning.evaluation
 from scp.cli import main
 from scp.errors import InputError
 
-BUG_LINE = ("scp eval: internal error: this is a bug in scp, not a problem with your input; please report it with "
-            "the traceback above and the command you ran")
+BUG_LINE = (
+    "scp eval: internal error: this is a bug in scp, not a problem with your input; please report it with "
+    "the traceback above and the command you ran"
+)
 EVAL = ["eval", "--dataset", "hotpotqa", "--method", "bm25", "--limit", "2"]
 
 
 def _raising(error):
     def run_eval(*args, **kwargs):
         raise error
+
     return run_eval
 
 
-@pytest.mark.parametrize("error", [ZeroDivisionError("division by zero"), ValueError("a plain ValueError"),
-                                   KeyError("units"), TypeError("unsupported operand")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ZeroDivisionError("division by zero"),
+        ValueError("a plain ValueError"),
+        KeyError("units"),
+        TypeError("unsupported operand"),
+    ],
+)
 def test_an_unexpected_exception_is_a_bug_with_its_traceback(error, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(scp.pruning.evaluation, "run_eval", _raising(error))
     assert main(EVAL + ["--out", str(tmp_path / "r.json")]) == 1
@@ -35,11 +45,16 @@ def test_an_unexpected_exception_is_a_bug_with_its_traceback(error, monkeypatch,
     assert lines[-1] == BUG_LINE
 
 
-@pytest.mark.parametrize("error, text", [
-    (InputError("keep ratios must be numbers in (0, 1]\n  got [2.0]"),
-     "keep ratios must be numbers in (0, 1] got [2.0]"),  # a message over two lines is printed on one
-    (PermissionError(13, "Permission denied", "/x/r.json"), "[Errno 13] Permission denied: '/x/r.json'"),
-])
+@pytest.mark.parametrize(
+    "error, text",
+    [
+        (
+            InputError("keep ratios must be numbers in (0, 1]\n  got [2.0]"),
+            "keep ratios must be numbers in (0, 1] got [2.0]",
+        ),  # a message over two lines is printed on one
+        (PermissionError(13, "Permission denied", "/x/r.json"), "[Errno 13] Permission denied: '/x/r.json'"),
+    ],
+)
 def test_bad_input_is_exit_code_2_and_one_line(error, text, monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(scp.pruning.evaluation, "run_eval", _raising(error))
     assert main(EVAL + ["--out", str(tmp_path / "r.json")]) == 2
@@ -49,8 +64,15 @@ def test_bad_input_is_exit_code_2_and_one_line(error, text, monkeypatch, capsys,
 
 def test_a_missing_dataset_offline_is_one_line_without_hub_retries(tmp_path, monkeypatch, capsys):
     """No HF_HUB_OFFLINE and no network: one short probe of the hub, never datasets.load_dataset."""
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
-                "ALL_PROXY", "all_proxy"):
+    for var in (
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
     calls = []
@@ -78,7 +100,9 @@ def test_a_missing_dataset_offline_is_one_line_without_hub_retries(tmp_path, mon
 
 def test_the_hub_probe_goes_through_a_configured_proxy(monkeypatch):
     probed = []
-    monkeypatch.setattr(scp.data.embedders, "_tcp_reachable", lambda host, port, timeout: probed.append((host, port)) or True)
+    monkeypatch.setattr(
+        scp.data.embedders, "_tcp_reachable", lambda host, port, timeout: probed.append((host, port)) or True
+    )
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "NO_PROXY", "no_proxy", "HF_ENDPOINT"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
@@ -90,16 +114,39 @@ def test_the_hub_probe_goes_through_a_configured_proxy(monkeypatch):
     assert probed == [("proxy.example", 3128), ("huggingface.co", 443)]
 
 
-@pytest.mark.parametrize("kwargs, match", [(dict(seed=-1), "seed must be an integer ≥ 0; got -1"),
-                                           (dict(seed=True), "seed must be an integer"),
-                                           (dict(keep_ratios=(True,)), "keep ratios must be numbers"),
-                                           (dict(keep_ratios=(float("nan"),)), "keep ratios must be numbers")])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(seed=-1), "seed must be an integer ≥ 0; got -1"),
+        (dict(seed=True), "seed must be an integer"),
+        (dict(keep_ratios=(True,)), "keep ratios must be numbers"),
+        (dict(keep_ratios=(float("nan"),)), "keep ratios must be numbers"),
+    ],
+)
 def test_run_eval_refuses_bad_numbers_before_loading(kwargs, match):
     with pytest.raises(InputError, match=match):
-        scp.pruning.evaluation.run_eval("no-such-dataset", "random", **kwargs)  # refused before the dataset is looked up
+        scp.pruning.evaluation.run_eval(
+            "no-such-dataset", "random", **kwargs
+        )  # refused before the dataset is looked up
 
 
 def test_a_negative_seed_is_bad_input_not_a_bug(capsys, tmp_path):
-    assert main(["eval", "--dataset", "hotpotqa", "--method", "random", "--limit", "2", "--seed", "-1",
-                 "--out", str(tmp_path / "r.json")]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                "--dataset",
+                "hotpotqa",
+                "--method",
+                "random",
+                "--limit",
+                "2",
+                "--seed",
+                "-1",
+                "--out",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err == "scp eval: error: seed must be an integer ≥ 0; got -1\n"

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from scp.core.enumeration import exact
+from scp.core.fast_path import deepsets_shapley
 from scp.core.games import FunctionGame
 from scp.core.greedy import greedy_select
-from scp.core.shapley import deepsets_shapley, exact
 from scp.data.coalition_targets import coalition_targets, complementarity, coverage, fact_ids, sample_coalitions
 from scp.data.datasets import Example
 from scp.data.features import STRUCTURAL, split_title, structural_features
@@ -79,8 +80,10 @@ def test_context_models_validate():
 
 def test_new_settings_keep_earlier_run_names():
     # folders of runs trained before the context models existed keep their names (notebooks reuse them)
-    assert run_name(config_from_preset("best", datasets=("hotpotqa",), val_dataset="hotpotqa")) == \
-        "hotpotqa-deepsets-f4bb6042a7"
+    assert (
+        run_name(config_from_preset("best", datasets=("hotpotqa",), val_dataset="hotpotqa"))
+        == "hotpotqa-deepsets-f4bb6042a7"
+    )
     assert run_name(config_from_preset("best", set_targets=("coverage",))) != run_name(config_from_preset("best"))
 
 
@@ -93,8 +96,9 @@ def test_coalition_games_count_duplicates_once_and_need_both_bridge_paragraphs()
     np.testing.assert_allclose(coverage(coal, facts), [0.5, 1.0, 0.0])
     paragraphs = np.array([0, 0, 1, 0, 1])
     np.testing.assert_allclose(complementarity(coal, facts, paragraphs), [0.0, 1.0, 0.0])
-    bridge = coalition_targets(labels, {**meta, "type": "bridge", "paragraph_ids": paragraphs}, coal,
-                               ("coverage", "complement"))
+    bridge = coalition_targets(
+        labels, {**meta, "type": "bridge", "paragraph_ids": paragraphs}, coal, ("coverage", "complement")
+    )
     np.testing.assert_allclose(bridge, [0.25, 1.0, 0.0])
     # Shapley values of the coverage game: a fact's credit is split equally between its copies
     game = FunctionGame(lambda c: coverage(c, facts), 5)
@@ -131,11 +135,24 @@ def test_greedy_skips_a_duplicate_that_top_k_would_keep():
 
 
 def _example():
-    return Example(id="x", query="When was the composer of Carmen born?", answers=("1838",),
-                   units=("Carmen is an opera by Georges Bizet.", "It premiered in Paris.",
-                          "Georges Bizet was born in 1838 in Paris.", "He died in 1875.", "Paris is a city."),
-                   labels=(1, 0, 1, 0, 0), titles=("Carmen", "Carmen", "Georges Bizet", "Georges Bizet", "Paris"),
-                   paragraph_ids=(0, 0, 1, 1, 2), dataset="hotpotqa", granularity="sentence", meta={"type": "bridge"})
+    return Example(
+        id="x",
+        query="When was the composer of Carmen born?",
+        answers=("1838",),
+        units=(
+            "Carmen is an opera by Georges Bizet.",
+            "It premiered in Paris.",
+            "Georges Bizet was born in 1838 in Paris.",
+            "He died in 1875.",
+            "Paris is a city.",
+        ),
+        labels=(1, 0, 1, 0, 0),
+        titles=("Carmen", "Carmen", "Georges Bizet", "Georges Bizet", "Paris"),
+        paragraph_ids=(0, 0, 1, 1, 2),
+        dataset="hotpotqa",
+        granularity="sentence",
+        meta={"type": "bridge"},
+    )
 
 
 def test_inject_redundancy_keeps_paragraphs_and_marks_copies_and_stale_units():
@@ -151,8 +168,9 @@ def test_inject_redundancy_keeps_paragraphs_and_marks_copies_and_stale_units():
     assert list(red.paragraph_ids) == sorted(red.paragraph_ids)
     assert [red.units[red.paragraph_ids.index(p)] for p in range(3)] == [ex.units[0], ex.units[2], ex.units[4]]
     assert red.n_units == ex.n_units + 3
-    np.testing.assert_allclose(coverage(np.array([[i in copies for i in range(red.n_units)]]),
-                                        fact_ids(np.array(red.labels), red.meta)), [1.0])
+    np.testing.assert_allclose(
+        coverage(np.array([[i in copies for i in range(red.n_units)]]), fact_ids(np.array(red.labels), red.meta)), [1.0]
+    )
 
 
 def test_structural_features_read_paragraphs_titles_and_bridges():
@@ -178,11 +196,26 @@ def test_set_supervision_trains_and_lowers_coalition_error(tmp_path):
         labels = torch.zeros(n)
         labels[rng.choice(n, 2, replace=False)] = 1
         units = torch.randn(n, 8) + labels[:, None]  # positives are shifted: learnable
-        contexts.append(Context(units=units, query=torch.ones(8), extra=torch.zeros(n, 0), labels=labels, id=str(k),
-                                meta={}, key=str(k)))
-    config = TrainConfig(model="context", query_mode="product", hidden=16, latent=8, width=16, heads=2, epochs=4,
-                         batch_size=4, n_permutations=4, eval_permutations=4, set_targets=("coverage",),
-                         set_weight=5.0, lr=3e-3)
+        contexts.append(
+            Context(
+                units=units, query=torch.ones(8), extra=torch.zeros(n, 0), labels=labels, id=str(k), meta={}, key=str(k)
+            )
+        )
+    config = TrainConfig(
+        model="context",
+        query_mode="product",
+        hidden=16,
+        latent=8,
+        width=16,
+        heads=2,
+        epochs=4,
+        batch_size=4,
+        n_permutations=4,
+        eval_permutations=4,
+        set_targets=("coverage",),
+        set_weight=5.0,
+        lr=3e-3,
+    )
     result = train(config, contexts, contexts, tmp_path, "test", progress=False)
     losses = [h["train_loss"] for h in result.history]
     assert losses[-1] < losses[0]

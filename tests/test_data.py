@@ -163,7 +163,7 @@ def test_musique_sentence_labels_propagate_from_paragraphs(env_data: Path) -> No
         assert par.id == sen.id and par.granularity == "paragraph" and sen.granularity == "sentence"
         assert par.n_units == 20 and sen.n_units > par.n_units
         assert par.meta["supporting_paragraphs"] == tuple(i for i, y in enumerate(par.labels) if y)
-        hops = par.meta["decomposition"]   # one single-hop question per supporting paragraph, the last answers
+        hops = par.meta["decomposition"]  # one single-hop question per supporting paragraph, the last answers
         assert sorted(h["paragraph"] for h in hops) == list(par.meta["supporting_paragraphs"])
         assert hops[-1]["answer"] == par.answers[0] and all(h["question"] and h["answer"] for h in hops)
         for pid, (text, label) in enumerate(zip(par.units, par.labels)):
@@ -291,8 +291,15 @@ def test_an_unreachable_hub_is_probed_once_not_retried(monkeypatch: pytest.Monke
 
     import scp.data.embedders
 
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTPS_PROXY", "https_proxy",
-                "ALL_PROXY", "all_proxy"):
+    for var in (
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
     calls = _count_hub_calls(monkeypatch)
@@ -385,8 +392,15 @@ def test_split_is_deterministic_disjoint_and_80_10_10(env_data: Path) -> None:
 
 def _example(**overrides) -> Example:
     fields = dict(
-        id="x", query="q?", units=("A one.", "A two.", "B one."), labels=(1, 0, 0), titles=("A", "A", "B"),
-        paragraph_ids=(0, 0, 1), answers=("a",), dataset="toy", granularity="sentence",
+        id="x",
+        query="q?",
+        units=("A one.", "A two.", "B one."),
+        labels=(1, 0, 0),
+        titles=("A", "A", "B"),
+        paragraph_ids=(0, 0, 1),
+        answers=("a",),
+        dataset="toy",
+        granularity="sentence",
     )
     return Example(**{**fields, **overrides})
 
@@ -427,7 +441,8 @@ def test_fever_negative_rules_on_crafted_file(tmp_path: Path) -> None:
         {"row": 1, "claim": claims[1], "label": "REFUTES", "gold_evidence": [["T1", "S two ."], ["T1", "S one ."]]},
     ]
     records += [
-        {"row": i, "claim": claims[i], "label": "SUPPORTS", "gold_evidence": [[f"T{i}", f"Other {i} ."]]} for i in range(2, 12)
+        {"row": i, "claim": claims[i], "label": "SUPPORTS", "gold_evidence": [[f"T{i}", f"Other {i} ."]]}
+        for i in range(2, 12)
     ]
     path = tmp_path / "fever.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
@@ -456,19 +471,38 @@ def _hotpot_lines(data_dir: Path, n: int) -> list[str]:
     ("name", "make", "message"),
     [
         ("x.jsonl.gz", lambda lines: b'{"_id": 1}\n', r"x\.jsonl\.gz: not a valid gzip file \(Not a gzipped file"),
-        ("x.jsonl.gz", lambda lines: gzip.compress("\n".join(lines).encode())[:4000],
-         r"x\.jsonl\.gz: truncated gzip stream after line \d+ \(re-download or re-create it\)"),
+        (
+            "x.jsonl.gz",
+            lambda lines: gzip.compress("\n".join(lines).encode())[:4000],
+            r"x\.jsonl\.gz: truncated gzip stream after line \d+ \(re-download or re-create it\)",
+        ),
         ("x.jsonl", lambda lines: "\n".join(lines[:2] + ["{oops"]).encode(), r"x\.jsonl line 3: not valid JSON"),
         ("x.json", lambda lines: b"[{},\n {oops}]", r"x\.json line 2: not valid JSON"),
-        ("x.json", lambda lines: b'{"_id": "a"}', r"x\.json: a \.json file must hold one JSON array of records, not a dict"),
+        (
+            "x.json",
+            lambda lines: b'{"_id": "a"}',
+            r"x\.json: a \.json file must hold one JSON array of records, not a dict",
+        ),
         ("x.jsonl", lambda lines: "\n".join([lines[0], "[1, 2]"]).encode(), r"x\.jsonl line 2: expected a JSON object"),
         ("x.jsonl", lambda lines: b'{"_id": "caf\xe9"}\n', r"x\.jsonl: not UTF-8 text"),
-        ("x.jsonl", lambda lines: (lines[0] + "\n" + "[" * 100_000 + "]" * 100_000).encode(),
-         r"x\.jsonl line 2: JSON nested too deeply to be a record"),
+        (
+            "x.jsonl",
+            lambda lines: (lines[0] + "\n" + "[" * 100_000 + "]" * 100_000).encode(),
+            r"x\.jsonl line 2: JSON nested too deeply to be a record",
+        ),
         ("x.json", lambda lines: b"[" * 100_000 + b"]" * 100_000, r"x\.json: JSON nested too deeply"),
     ],
-    ids=["not-gzip", "truncated-gzip", "bad-json-line", "bad-json-array", "not-an-array", "not-an-object", "not-utf8",
-         "too-deep-line", "too-deep-array"],
+    ids=[
+        "not-gzip",
+        "truncated-gzip",
+        "bad-json-line",
+        "bad-json-array",
+        "not-an-array",
+        "not-an-object",
+        "not-utf8",
+        "too-deep-line",
+        "too-deep-array",
+    ],
 )
 def test_unreadable_file_raises_data_format_error_naming_it(
     data_dir: Path, tmp_path: Path, name: str, make, message: str
@@ -499,7 +533,9 @@ def test_record_in_wrong_layout_names_file_line_and_expected_fields(data_dir: Pa
         "(expected _id or id, question, answer, context, supporting_facts)"
     )
     good["context"] = {"title": ["T"]}  # HF layout without sentences
-    with pytest.raises(DataFormatError, match=r"hotpot\.jsonl line 1: not in the HotpotQA layout: missing key 'sentences'"):
+    with pytest.raises(
+        DataFormatError, match=r"hotpot\.jsonl line 1: not in the HotpotQA layout: missing key 'sentences'"
+    ):
         load_hotpotqa(_write_jsonl(path, [good]))
     good["context"] = [["T", ["A sentence."], "extra"]]
     with pytest.raises(DataFormatError, match=r"line 1: not in the HotpotQA layout: ValueError: too many values"):
@@ -511,15 +547,26 @@ def test_record_in_wrong_layout_names_file_line_and_expected_fields(data_dir: Pa
 @pytest.mark.parametrize(
     ("name", "record", "message"),
     [
-        ("musique", {"id": "2hop__1", "question": "q?", "answer": "a", "paragraphs": [{"title": "T"}]},
-         "not in the MuSiQue layout: missing key 'paragraph_text'"),
-        ("msmarco", {"query_id": 1, "query": "q", "passages": {"passage_text": ["p"], "is_selected": ["yes"], "url": ["u"]}},
-         r"not in the MS MARCO v1.1 layout: passages\.is_selected\[0\] must be true/false or 0/1, not str 'yes'"),
-        ("fever", {"claim": "c.", "label": "SUPPORTS", "gold_evidence": [["only a title"]]},
-         "not in the FEVER layout: ValueError: not enough values to unpack"),
+        (
+            "musique",
+            {"id": "2hop__1", "question": "q?", "answer": "a", "paragraphs": [{"title": "T"}]},
+            "not in the MuSiQue layout: missing key 'paragraph_text'",
+        ),
+        (
+            "msmarco",
+            {"query_id": 1, "query": "q", "passages": {"passage_text": ["p"], "is_selected": ["yes"], "url": ["u"]}},
+            r"not in the MS MARCO v1.1 layout: passages\.is_selected\[0\] must be true/false or 0/1, not str 'yes'",
+        ),
+        (
+            "fever",
+            {"claim": "c.", "label": "SUPPORTS", "gold_evidence": [["only a title"]]},
+            "not in the FEVER layout: ValueError: not enough values to unpack",
+        ),
     ],
 )
-def test_every_loader_names_file_and_line_of_a_bad_record(tmp_path: Path, name: str, record: dict, message: str) -> None:
+def test_every_loader_names_file_and_line_of_a_bad_record(
+    tmp_path: Path, name: str, record: dict, message: str
+) -> None:
     path = _write_jsonl(tmp_path / "data.jsonl", [record])
     with pytest.raises(DataFormatError, match=rf"data\.jsonl line 1: {message}.*\(expected .+\)$"):
         load_dataset(name, path)
@@ -550,8 +597,11 @@ def test_data_dir_that_does_not_exist_is_named(monkeypatch: pytest.MonkeyPatch, 
     with pytest.raises(DataUnavailableError, match=r"SCP_DATA_DIR='.*typo' is not a directory"):
         load_hotpotqa()
     monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
-    with pytest.raises(DataUnavailableError, match=r"neither .*hotpotqa_dev_distractor\.jsonl\.gz nor "
-                                                   r".*hotpotqa/hotpotqa_dev_distractor\.jsonl\.gz exists"):
+    with pytest.raises(
+        DataUnavailableError,
+        match=r"neither .*hotpotqa_dev_distractor\.jsonl\.gz nor "
+        r".*hotpotqa/hotpotqa_dev_distractor\.jsonl\.gz exists",
+    ):
         load_hotpotqa()
 
 
@@ -582,6 +632,7 @@ def _msmarco_selected(extra: int):
     def edit(r: dict) -> None:
         selected = r["passages"]["is_selected"]
         r["passages"]["is_selected"] = selected + [0] * extra if extra > 0 else selected[:extra]
+
     return edit
 
 
@@ -591,6 +642,7 @@ def _set(path: tuple, value):
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return edit
 
 
@@ -604,6 +656,7 @@ def _hf_then(edit):
     def both(r: dict) -> None:
         _to_hf(r)
         edit(r)
+
     return both
 
 
@@ -613,37 +666,72 @@ MALFORMED = [  # (id, dataset, edit of its first shared record, words of the mes
     ("musique blank question", "musique", _blank_question, "the question (query) is empty"),
     ("msmarco blank query", "msmarco", _set(("query",), "  "), "the question (query) is empty"),
     ("fever blank claim", "fever", _set(("claim",), "\t"), "the claim is empty"),
-    ("musique answer_aliases a string", "musique", _musique_aliases_string,
-     "answer_aliases must be a list of strings, not str 'Paris'"),
-    ("musique answer_aliases of numbers", "musique", _set(("answer_aliases",), [1]),
-     "answer_aliases must be a list of strings; item 0 is int 1"),
-    ("musique is_supporting a string", "musique", _set(("paragraphs", 0, "is_supporting"), "false"),
-     "paragraph 0: is_supporting must be true/false or 0/1, not str 'false'"),
+    (
+        "musique answer_aliases a string",
+        "musique",
+        _musique_aliases_string,
+        "answer_aliases must be a list of strings, not str 'Paris'",
+    ),
+    (
+        "musique answer_aliases of numbers",
+        "musique",
+        _set(("answer_aliases",), [1]),
+        "answer_aliases must be a list of strings; item 0 is int 1",
+    ),
+    (
+        "musique is_supporting a string",
+        "musique",
+        _set(("paragraphs", 0, "is_supporting"), "false"),
+        "paragraph 0: is_supporting must be true/false or 0/1, not str 'false'",
+    ),
     ("msmarco is_selected longer", "msmarco", _msmarco_selected(1), "passages has lists of different lengths"),
     ("msmarco is_selected shorter", "msmarco", _msmarco_selected(-1), "passages has lists of different lengths"),
-    ("msmarco passage_text a string", "msmarco", _set(("passages", "passage_text"), "one passage"),
-     "passages.passage_text must be a list, not str"),
+    (
+        "msmarco passage_text a string",
+        "msmarco",
+        _set(("passages", "passage_text"), "one passage"),
+        "passages.passage_text must be a list, not str",
+    ),
     ("msmarco answers a string", "msmarco", _set(("answers",), "an answer"), "answers must be a list of strings"),
-    ("hotpotqa sentences a string", "hotpotqa", _set(("context", 0, 1), "One sentence."),
-     "context paragraph 0 ('The Old Maid and the Thief'): its sentences must be a list of strings"),
-    ("hotpotqa sent_id a string", "hotpotqa", _set(("supporting_facts", 0, 1), "0"),
-     "supporting_facts entry 0 must be [title, sentence index] with a string title and an integer index"),
+    (
+        "hotpotqa sentences a string",
+        "hotpotqa",
+        _set(("context", 0, 1), "One sentence."),
+        "context paragraph 0 ('The Old Maid and the Thief'): its sentences must be a list of strings",
+    ),
+    (
+        "hotpotqa sent_id a string",
+        "hotpotqa",
+        _set(("supporting_facts", 0, 1), "0"),
+        "supporting_facts entry 0 must be [title, sentence index] with a string title and an integer index",
+    ),
     ("hotpotqa sent_id a float", "hotpotqa", _set(("supporting_facts", 0, 1), 0.5), "an integer index"),
     ("2wiki title null", "2wiki", _set(("context", 0, 0), None), "context paragraph 0: its title must be a string"),
     ("hotpotqa answer null", "hotpotqa", _set(("answer",), None), "answer must be a string, not null"),
-    ("hotpotqa HF layout, sentences missing one", "hotpotqa",
-     _hf_then(lambda r: r["context"]["sentences"].pop()), "context has lists of different lengths (10 title, 9 "),
-    ("hotpotqa HF layout, sent_id missing one", "hotpotqa",
-     _hf_then(lambda r: r["supporting_facts"]["sent_id"].pop()), "supporting_facts has lists of different lengths"),
+    (
+        "hotpotqa HF layout, sentences missing one",
+        "hotpotqa",
+        _hf_then(lambda r: r["context"]["sentences"].pop()),
+        "context has lists of different lengths (10 title, 9 ",
+    ),
+    (
+        "hotpotqa HF layout, sent_id missing one",
+        "hotpotqa",
+        _hf_then(lambda r: r["supporting_facts"]["sent_id"].pop()),
+        "supporting_facts has lists of different lengths",
+    ),
     ("fever label null", "fever", _set(("label",), None), "label must be a string such as SUPPORTS or REFUTES"),
-    ("fever gold_evidence an object", "fever", _set(("gold_evidence",), {"ab": "cd"}),
-     "gold_evidence must be a list of [title, sentence] pairs, not dict"),
+    (
+        "fever gold_evidence an object",
+        "fever",
+        _set(("gold_evidence",), {"ab": "cd"}),
+        "gold_evidence must be a list of [title, sentence] pairs, not dict",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name, edit, words", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
-def test_a_malformed_field_is_one_error_naming_file_and_line(data_dir: Path, tmp_path: Path, name, edit,
-                                                            words) -> None:
+def test_a_malformed_field_is_one_error_naming_file_and_line(data_dir: Path, tmp_path: Path, name, edit, words) -> None:
     record, good = _raw(data_dir, name)[:2]
     edit(record)
     path = _write_jsonl(tmp_path / "data.jsonl", [good, record])

@@ -1,4 +1,5 @@
-"""scp.experiments.downstream: contexts built from pruner scores, the per-condition rows of a real reader, paired tables."""
+"""scp.experiments.downstream: contexts built from pruner scores, the per-condition rows of a real reader, paired
+tables."""
 
 import numpy as np
 import pytest
@@ -9,26 +10,34 @@ from scp.experiments.downstream import (
     FULL,
     build_conditions,
     kept_units,
-    method_scores,
     paired_table,
     read_conditions,
     summary_table,
 )
+from scp.experiments.reranking import method_scores
 
 
 def example(k: int = 0) -> Example:
-    units = ["Zorbia is a small country.", "Its capital is Plimton.", "Wool is its main export.",
-             "Bananas are yellow."]
-    return Example(id=f"z{k}", query="What is the capital of Zorbia?", units=units, labels=[0, 1, 0, 0],
-                   titles=["Zorbia"] * 3 + ["Banana"], paragraph_ids=[0, 0, 0, 1], answers=["Plimton"],
-                   dataset="toy", granularity="sentence", meta={"type": "bridge"})
+    units = ["Zorbia is a small country.", "Its capital is Plimton.", "Wool is its main export.", "Bananas are yellow."]
+    return Example(
+        id=f"z{k}",
+        query="What is the capital of Zorbia?",
+        units=units,
+        labels=[0, 1, 0, 0],
+        titles=["Zorbia"] * 3 + ["Banana"],
+        paragraph_ids=[0, 0, 0, 1],
+        answers=["Plimton"],
+        dataset="toy",
+        granularity="sentence",
+        meta={"type": "bridge"},
+    )
 
 
 def test_kept_units_are_the_top_units_in_their_original_order():
     units = ["a", "b", "c", "d", "e"]
-    assert kept_units(units, [0.1, 0.9, 0.5, 0.7, 0.0], 0.6) == ("b", "c", "d")   # ⌈0.6·5⌉ = 3
-    assert kept_units(units, [1, 1, 1, 1, 1], 0.4) == ("a", "b")                   # ties: earlier first
-    assert kept_units(units, [0, 0, 0, 0, 1], 0.01) == ("e",)                      # at least one
+    assert kept_units(units, [0.1, 0.9, 0.5, 0.7, 0.0], 0.6) == ("b", "c", "d")  # ⌈0.6·5⌉ = 3
+    assert kept_units(units, [1, 1, 1, 1, 1], 0.4) == ("a", "b")  # ties: earlier first
+    assert kept_units(units, [0, 0, 0, 0, 1], 0.01) == ("e",)  # at least one
     with pytest.raises(ValueError, match="keep_ratio"):
         kept_units(units, [0] * 5, 0)
     with pytest.raises(ValueError, match="5 units but 4 scores"):
@@ -57,19 +66,32 @@ def test_build_conditions_lists_every_example_and_ratio():
 def test_method_scores_of_a_baseline_and_its_errors():
     exs = [example(0)]
     [bm25] = method_scores(exs, "bm25", with_title=False)
-    assert bm25.shape == (4,) and int(np.argmax(bm25)) in (0, 1)   # the units that share the query's words
+    assert bm25.shape == (4,) and int(np.argmax(bm25)) in (0, 1)  # the units that share the query's words
     with pytest.raises(ValueError, match="unknown method"):
         method_scores(exs, "oracle")
-    with pytest.raises(ValueError, match="needs checkpoints"):
+    with pytest.raises(ValueError, match="needs --checkpoint"):
         method_scores(exs, "scp")
+    with pytest.raises(ValueError, match=r"needs checkpoints\['pointwise'\]"):
+        method_scores(exs, "pointwise", {"best": "unused.safetensors"})
+    with pytest.raises(ValueError, match="no examples"):
+        method_scores([], "bm25")
 
 
 def rows_for(values_a, values_b, metric="f1"):
     rows = []
     for k, (a, b) in enumerate(zip(values_a, values_b)):
         for method, v in (("scp", a), ("bm25", b)):
-            rows.append({"dataset": "toy", "id": f"q{k}", "method": method, "keep_ratio": 0.5, "context_tokens": 10,
-                         "lm_seconds": 1.0, metric: v})
+            rows.append(
+                {
+                    "dataset": "toy",
+                    "id": f"q{k}",
+                    "method": method,
+                    "keep_ratio": 0.5,
+                    "context_tokens": 10,
+                    "lm_seconds": 1.0,
+                    metric: v,
+                }
+            )
     return rows
 
 
@@ -102,7 +124,7 @@ def test_read_conditions_with_the_local_reader():
         conds = build_conditions(exs, scores, {"bm25": [0.25]}, with_title=False)
         rows = {r["method"]: r for r in read_conditions(lm, exs, conds)}
         assert set(rows) == {FULL, CLOSED_BOOK, "bm25"}
-        assert rows[FULL]["answer"] and rows[FULL]["gold"] == "Plimton"   # (a 135M reader may misspell it)
+        assert rows[FULL]["answer"] and rows[FULL]["gold"] == "Plimton"  # (a 135M reader may misspell it)
         assert rows[CLOSED_BOOK]["n_kept"] == 0 and rows[CLOSED_BOOK]["context_tokens"] == 0
         # the answer-bearing contexts make the gold answer far likelier than no context
         assert rows[FULL]["logprob"] > rows[CLOSED_BOOK]["logprob"] + 1

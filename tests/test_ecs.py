@@ -14,13 +14,16 @@ import pytest
 from scp.data.datasets import Example
 from scp.experiments import ecs
 from scp.experiments.reranking import paired_rows
+from scp.pruning import methods
 
 
 def coverage_score(sets, weights):
     """The gain of a weighted-coverage game: w(∪ S_chosen ∪ S_u) − w(∪ S_chosen)."""
+
     def score(chosen, remaining):
         covered = set().union(*(sets[i] for i in chosen)) if chosen else set()
         return [sum(weights[e] for e in sets[u] - covered) for u in remaining]
+
     return score
 
 
@@ -39,7 +42,7 @@ def test_greedy_adds_the_best_gain_each_step_and_records_every_score():
     assert order == [1, 0, 3] and best[-1] == 0.5
     # k_max caps the steps; fewer candidates than k_max end the run
     assert ecs.greedy(coverage_score(sets, weights), 4, k_max=2)[0] == [1, 0]
-    assert ecs.greedy(lambda c, r: [1.0] * len(r), 2, k_max=5)[0] == [0, 1]   # ties: the lowest index
+    assert ecs.greedy(lambda c, r: [1.0] * len(r), 2, k_max=5)[0] == [0, 1]  # ties: the lowest index
 
 
 def test_greedy_rejects_bad_score_functions():
@@ -53,7 +56,7 @@ def test_greedy_rejects_bad_score_functions():
 
 def test_the_selection_is_the_prefix_of_picks_above_the_threshold():
     r = ecs.GreedyResult("custom", (4, 1, 0, 2), (2.0, 0.3, -0.1, 0.5), np.zeros((4, 5)), threshold=0.0)
-    assert r.selected == (4, 1)                   # stops at the first non-positive pick, even if a later one is > 0
+    assert r.selected == (4, 1)  # stops at the first non-positive pick, even if a later one is > 0
     assert r.selected_at(0.25) == (4, 1) and r.selected_at(0.5) == (4,) and r.selected_at(5.0) == ()
     assert r.selected_at(-1.0) == (4, 1, 0, 2)
     assert r.to_dict()["selected"] == [4, 1] and r.to_dict()["order"] == [4, 1, 0, 2]
@@ -74,30 +77,24 @@ def test_evidence_precision_recall_f1():
     assert ecs.evidence_prf([0, 2], labels) == pytest.approx((1.0, 1.0, 1.0))
     assert ecs.evidence_prf([0], labels) == pytest.approx((1.0, 0.5, 2 / 3))
     assert ecs.evidence_prf([1, 3, 4], labels) == (0.0, 0.0, 0.0)
-    assert ecs.evidence_prf([], labels) == (0.0, 0.0, 0.0)          # an empty selection finds nothing
+    assert ecs.evidence_prf([], labels) == (0.0, 0.0, 0.0)  # an empty selection finds nothing
     p, r, f = ecs.evidence_prf([0], [0, 0])
-    assert p == 0.0 and math.isnan(r) and math.isnan(f)              # no gold unit: recall is undefined
+    assert p == 0.0 and math.isnan(r) and math.isnan(f)  # no gold unit: recall is undefined
     with pytest.raises(ValueError):
         ecs.evidence_prf([5], labels)
 
 
-def test_tfidf_scores_rank_the_unit_that_shares_the_rare_query_words():
-    units = ["Zorbia is a small country.", "The capital of Zorbia is Plimton.", "Bananas are yellow."]
-    s = ecs.tfidf_scores("What is the capital of Zorbia?", units)
-    assert s.shape == (3,) and int(np.argmax(s)) == 1 and s[2] == 0.0 and (s >= 0).all() and (s <= 1 + 1e-12).all()
-    assert ecs.tfidf_scores("?", ["!"]).tolist() == [0.0]            # no words at all
-    assert ecs.tfidf_scores("q", []).size == 0
-
-
 def make_examples():
-    return [Example(f"e{i}", "q", ("a", "b", "c", "d"), labels, ("", "", "", ""), (0, 0, 1, 1), ("x",), "toy",
-                    "sentence") for i, labels in enumerate([(1, 1, 0, 0), (0, 1, 0, 1), (1, 0, 0, 0)])]
+    return [
+        Example(f"e{i}", "q", ("a", "b", "c", "d"), labels, ("", "", "", ""), (0, 0, 1, 1), ("x",), "toy", "sentence")
+        for i, labels in enumerate([(1, 1, 0, 0), (0, 1, 0, 1), (1, 0, 0, 0)])
+    ]
 
 
 def test_selection_records_summaries_and_paired_differences():
     examples = make_examples()
-    a = ecs.selection_record("a", [[0, 1], [1, 3], [0]], examples)       # perfect: F1 1, 1, 1
-    b = ecs.selection_record("b", [[2], [1], [1, 2]], examples)          # F1 0, 2/3, 0
+    a = ecs.selection_record("a", [[0, 1], [1, 3], [0]], examples)  # perfect: F1 1, 1, 1
+    b = ecs.selection_record("b", [[2], [1], [1, 2]], examples)  # F1 0, 2/3, 0
     assert [r["f1"] for r in b["per_example"]] == pytest.approx([0.0, 2 / 3, 0.0])
     rows = {r["method"]: r for r in ecs.summary_rows([a, b], n_boot=200, seed=0)}
     assert rows["a"]["f1"] == 1.0 and rows["a"]["k_mean"] == pytest.approx(5 / 3)
@@ -109,10 +106,12 @@ def test_selection_records_summaries_and_paired_differences():
         ecs.selection_record("a", [[0]], examples)
 
 
-def test_every_method_has_a_label_colour_and_marker():
-    for m in ecs.METHODS:
-        assert m in ecs.LABELS and ecs.COLORS[m].startswith("#") and ecs.MARKERS[m]
-    assert len(set(ecs.COLORS.values())) == len(ecs.METHODS)
+def test_the_methods_of_notebook_12_are_registered_with_distinct_colours():
+    shown = ("ecs", "ecs-free", "tfidf", "bm25", "scp", "pointwise")  # the methods its figures draw together
+    styles = [methods.get(m) for m in shown]
+    assert all(s.label and s.color.startswith("#") and s.marker for s in styles)
+    assert len({s.color for s in styles}) == len(shown)
+    assert methods.get("ecs").needs_reader and not methods.get("ecs").is_ranker and methods.get("tfidf").is_ranker
 
 
 # ------------------------------------------------------------------------------------------- with the LM
@@ -138,16 +137,15 @@ def lm():
 
 
 def test_greedy_ecs_picks_the_answer_bearing_sentence_first(lm):
-    r = ecs.greedy_select(lm, QUESTION, CANDIDATES, "utility", answer="Plimton", k_max=2, lam=0.1)
+    r = ecs.ecs_select(lm, QUESTION, CANDIDATES, "utility", answer="Plimton", k_max=2, lam=0.1)
     print(f"order {r.order}, best {r.best}, {r.n_lm_calls} calls, {r.n_lm_tokens} tokens, {r.seconds:.1f}s")
-    assert r.order[0] == 1 and r.best[0] > 5.0                     # U(FACT | ∅) is large
-    assert r.best[1] < 0.1 * r.best[0]                             # nothing left adds much once FACT is in C
-    assert r.selected == (1,)                                      # λ|u| stops the selection after FACT
-    assert r.n_lm_calls == (3 + 1) + (2 + 1)                       # |remaining| + 1 contexts per step
+    assert r.order[0] == 1 and r.best[0] > 5.0  # U(FACT | ∅) is large
+    assert r.best[1] < 0.1 * r.best[0]  # nothing left adds much once FACT is in C
+    assert r.selected == (1,)  # λ|u| stops the selection after FACT
+    assert r.n_lm_calls == (3 + 1) + (2 + 1)  # |remaining| + 1 contexts per step
     assert r.n_lm_tokens > 0 and r.seconds > 0 and r.trajectory is None
     # without prefix caching: the same picks and utilities up to float rounding
-    plain = ecs.greedy_select(lm, QUESTION, CANDIDATES, "utility", answer="Plimton", k_max=2, lam=0.1,
-                              reuse_prefix=False)
+    plain = ecs.ecs_select(lm, QUESTION, CANDIDATES, "utility", answer="Plimton", k_max=2, lam=0.1, reuse_prefix=False)
     assert plain.order == r.order
     np.testing.assert_allclose(plain.scores, r.scores, atol=1e-3)
 
@@ -163,12 +161,12 @@ def test_divergence_along_one_trajectory_equals_the_llm_definition(lm):
 
 
 def test_ground_truth_free_ecs_generates_its_own_trajectory_once(lm):
-    r = ecs.greedy_select(lm, QUESTION, CANDIDATES, "divergence", k_max=1, threshold=1.0)
+    r = ecs.ecs_select(lm, QUESTION, CANDIDATES, "divergence", k_max=1, threshold=1.0)
     print(f"y = {r.trajectory!r}, order {r.order}, best {r.best}")
-    assert isinstance(r.trajectory, str) and r.n_lm_calls == 1 + (3 + 1)   # one generation, then one step
-    given = ecs.greedy_select(lm, QUESTION, CANDIDATES, "divergence", trajectory="Plimton", k_max=1)
+    assert isinstance(r.trajectory, str) and r.n_lm_calls == 1 + (3 + 1)  # one generation, then one step
+    given = ecs.ecs_select(lm, QUESTION, CANDIDATES, "divergence", trajectory="Plimton", k_max=1)
     assert given.order == (1,) and given.n_lm_calls == 4 and given.trajectory == "Plimton"
     with pytest.raises(ValueError, match="gold answer"):
-        ecs.greedy_select(lm, QUESTION, CANDIDATES, "utility")
+        ecs.ecs_select(lm, QUESTION, CANDIDATES, "utility")
     with pytest.raises(ValueError, match="variant"):
-        ecs.greedy_select(lm, QUESTION, CANDIDATES, "entropy", answer="Plimton")
+        ecs.ecs_select(lm, QUESTION, CANDIDATES, "entropy", answer="Plimton")

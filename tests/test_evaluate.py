@@ -39,6 +39,7 @@ def test_unavailable_model_is_recorded_as_na(data_dir, monkeypatch):
 
     def unavailable(*args, **kwargs):
         raise ModelUnavailableError("cross-encoder/ms-marco-MiniLM-L6-v2 is not available offline")
+
     monkeypatch.setattr(evaluate, "make_ranker", unavailable)
     res = run_eval("hotpotqa", "cross-encoder", split="all", limit=5)
     assert res["status"] == "n/a" and "offline" in res["reason"] and "n/a" in format_result(res)
@@ -51,16 +52,50 @@ def test_cli_accepts_a_file_in_the_original_layout(tmp_path, data_dir):
         for _, line in zip(range(12), f):
             g.write(line)
     out = tmp_path / "r.json"
-    proc = subprocess.run([sys.executable, "-m", "scp", "eval", "--dataset", "hotpotqa", "--method", "bm25",
-                           "--data", str(small), "--split", "all", "--out", str(out)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scp",
+            "eval",
+            "--dataset",
+            "hotpotqa",
+            "--method",
+            "bm25",
+            "--data",
+            str(small),
+            "--split",
+            "all",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "bm25 on hotpotqa/all" in proc.stdout and json.loads(out.read_text())["n_examples"] == 12
-    bad = subprocess.run([sys.executable, "-m", "scp", "eval", "--dataset", "hotpotqa", "--method", "scp",
-                          "--data", str(small)], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "scp", "eval", "--dataset", "hotpotqa", "--method", "scp", "--data", str(small)],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "checkpoint" in bad.stderr and "Traceback" not in bad.stderr
-    missing = subprocess.run([sys.executable, "-m", "scp", "eval", "--dataset", "hotpotqa", "--method", "bm25",
-                              "--data", str(tmp_path / "nope.jsonl")], capture_output=True, text=True)
+    missing = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scp",
+            "eval",
+            "--dataset",
+            "hotpotqa",
+            "--method",
+            "bm25",
+            "--data",
+            str(tmp_path / "nope.jsonl"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode == 2 and "neither a data file" in missing.stderr
 
 
@@ -72,15 +107,39 @@ def test_unknown_method_is_a_clear_error(data_dir):
 def test_train_cli_then_eval_scp_and_scp_loo(tmp_path, data_dir, monkeypatch):
     monkeypatch.setenv("SCP_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "scp", "train", "--preset", "best", "--embedder", "random",
-                           "--out", str(out), "--epochs", "1", "--hidden", "16", "--latent", "8",
-                           "--permutations", "4", "--max-train-examples", "48", "--quiet"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scp",
+            "train",
+            "--preset",
+            "best",
+            "--embedder",
+            "random",
+            "--out",
+            str(out),
+            "--epochs",
+            "1",
+            "--hidden",
+            "16",
+            "--latent",
+            "8",
+            "--permutations",
+            "4",
+            "--max-train-examples",
+            "48",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (out / "best.safetensors").is_file() and (out / "last.safetensors").is_file()
     assert "best validation AUC" in proc.stdout
     for method in ("scp", "scp-loo"):
-        res = run_eval("hotpotqa", method, split="test", limit=6, checkpoint=str(out / "best.safetensors"),
-                       n_permutations=4)
+        res = run_eval(
+            "hotpotqa", method, split="test", limit=6, checkpoint=str(out / "best.safetensors"), n_permutations=4
+        )
         assert res["status"] == "ok" and res["units"] == "title" and res["n_examples"] == 6
         assert 0.0 <= res["auc"]["mean"] <= 1.0

@@ -60,7 +60,7 @@ def direct_logprob(lm: LocalReader, question, context, answer) -> tuple[float, n
     prompt, target = lm.prompt_ids(question, context), lm.answer_ids(answer)
     with torch.inference_mode():
         logits = lm.model(input_ids=torch.tensor([prompt + target])).logits[0].float()
-    logp = torch.log_softmax(logits, -1)[len(prompt) - 1:-1]
+    logp = torch.log_softmax(logits, -1)[len(prompt) - 1 : -1]
     per = logp.gather(1, torch.tensor(target)[:, None])[:, 0].double().numpy()
     return float(per.sum()), logp.numpy()
 
@@ -144,13 +144,25 @@ def _skip(reason: str) -> None:
 def test_openai_reader_against_a_local_transformers_server(lm, tmp_path):
     """`transformers serve` on 127.0.0.1 serving the same model (the dequantized copy the fixture loaded)."""
     if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
-        _skip("no OpenAI-compatible server can be started: transformers serve needs "
-              "pip install 'transformers[serving]'")
+        _skip(
+            "no OpenAI-compatible server can be started: transformers serve needs pip install 'transformers[serving]'"
+        )
     if lm.source_dir is None:
         _skip("the dequantized model copy could not be written, so there is no folder to serve")
     port, log = _free_port(), tmp_path / "serve.log"
-    command = [sys.executable, "-c", "from transformers.cli.transformers import main; main()", "serve",
-               str(lm.source_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    command = [
+        sys.executable,
+        "-c",
+        "from transformers.cli.transformers import main; main()",
+        "serve",
+        str(lm.source_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     with open(log, "wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -164,13 +176,17 @@ def test_openai_reader_against_a_local_transformers_server(lm, tmp_path):
                 time.sleep(1)
         if not ready:
             tail = log.read_text(errors="replace")[-800:]
-            _skip(f"transformers serve did not come up on 127.0.0.1:{port} "
-                  f"({'exited ' + str(server.returncode) if server.poll() is not None else 'timed out'}): {tail}")
+            _skip(
+                f"transformers serve did not come up on 127.0.0.1:{port} "
+                f"({'exited ' + str(server.returncode) if server.poll() is not None else 'timed out'}): {tail}"
+            )
         reader = OpenAIReader(base_url=f"http://127.0.0.1:{port}/v1", model=str(lm.source_dir), max_new_tokens=24)
         [answer] = reader.answer([QUESTION], [TRIVIAL])
         [local] = lm.answer([QUESTION], [TRIVIAL])
-        print(f"server answer {answer.text!r} ({answer.tokens} tokens, {answer.seconds:.2f}s); "
-              f"local answer {local.text!r}; identical: {answer.text == local.text}")
+        print(
+            f"server answer {answer.text!r} ({answer.tokens} tokens, {answer.seconds:.2f}s); "
+            f"local answer {local.text!r}; identical: {answer.text == local.text}"
+        )
         assert "plimton" in answer.text.lower()
         assert answer.prompt == render_prompt(QUESTION, TRIVIAL) and answer.tokens and answer.tokens > 0
         assert reader.describe()["base_url"] == f"http://127.0.0.1:{port}/v1"

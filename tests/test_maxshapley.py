@@ -1,5 +1,7 @@
-"""scp.experiments.maxshapley: MaxShapley against enumeration of its max-sum game, the MuSiQue queries, the coalition table
-and its estimators, the prefix-tree LM scorer (against scp.llm.readers.answer_logprob), and the aggregation."""
+"""scp.experiments.maxshapley: MaxShapley against enumeration of its max-sum game, the MuSiQue queries, the coalition
+table
+and its estimators (read through scp.core.games.LookupGame), the prefix-tree LM scorer
+(scp.llm.readers.prefix_tree_logprob, against answer_logprob), and the aggregation."""
 
 import itertools
 import math
@@ -7,9 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from scp.core.games import MaxSumGame, TableGame, all_coalitions
-from scp.core.shapley import exact, max_shapley, monte_carlo, shapley_from_table
+from scp.core.closed_forms import max_shapley
+from scp.core.enumeration import exact, shapley_from_table
+from scp.core.games import LookupGame, MaxSumGame, TableGame, all_coalitions
+from scp.core.monte_carlo import monte_carlo
 from scp.experiments import maxshapley as ms
+from scp.pruning import methods
 
 
 def enumerated_shapley(game) -> np.ndarray:
@@ -34,15 +39,15 @@ def relevance_cases(seed=0):
     rng = np.random.default_rng(seed)
     cases = []
     for n, m in [(1, 1), (2, 1), (3, 2), (4, 3), (5, 2), (6, 4), (7, 3)]:
-        r = rng.integers(0, 4, size=(n, m)) / 2.0          # many ties, about a quarter zeros
-        r[rng.integers(n), :] = 0.0                        # a source relevant to nothing
+        r = rng.integers(0, 4, size=(n, m)) / 2.0  # many ties, about a quarter zeros
+        r[rng.integers(n), :] = 0.0  # a source relevant to nothing
         if m > 1:
-            r[:, rng.integers(m)] = r[0, 0]                # a key point every source ties on
+            r[:, rng.integers(m)] = r[0, 0]  # a key point every source ties on
         w = rng.uniform(0.1, 2.0, size=m)
-        w[rng.integers(m)] = 0.0 if m > 1 else w[0]        # a key point with weight 0
+        w[rng.integers(m)] = 0.0 if m > 1 else w[0]  # a key point with weight 0
         cases.append((r, w))
-    cases.append((np.zeros((4, 2)), np.array([0.5, 0.5])))   # all zeros: every φ_i = 0
-    cases.append((np.ones((5, 3)), np.full(3, 1 / 3)))        # all tied: φ_i = v(N)/n
+    cases.append((np.zeros((4, 2)), np.array([0.5, 0.5])))  # all zeros: every φ_i = 0
+    cases.append((np.ones((5, 3)), np.full(3, 1 / 3)))  # all tied: φ_i = v(N)/n
     return cases
 
 
@@ -53,7 +58,7 @@ def test_max_shapley_equals_enumeration_of_its_max_sum_game(case):
     phi = max_shapley(r, w)
     np.testing.assert_allclose(phi, enumerated_shapley(game), atol=1e-12)
     np.testing.assert_allclose(phi, exact(game).values, atol=1e-12)
-    assert phi.sum() == pytest.approx(game.grand_value - game.empty_value, abs=1e-12)   # efficiency
+    assert phi.sum() == pytest.approx(game.grand_value - game.empty_value, abs=1e-12)  # efficiency
 
 
 @pytest.mark.parametrize("case", range(len(relevance_cases())))
@@ -68,12 +73,18 @@ def test_max_shapley_equals_shapiq_exact_computer(case):
 
 def test_full_shapley_of_a_max_sum_table_is_max_shapley():
     r, w = relevance_cases()[5]
-    table = ms.CoalitionTable(values=MaxSumGame(r, w).table(), tokens=np.ones(2 ** r.shape[0], dtype=int),
-                              tokens_run=None, seconds=0.0, scorer="none")
+    table = ms.CoalitionTable(
+        values=MaxSumGame(r, w).table(),
+        tokens=np.ones(2 ** r.shape[0], dtype=int),
+        tokens_run=None,
+        seconds=0.0,
+        scorer="none",
+    )
     np.testing.assert_allclose(shapley_from_table(table.values), max_shapley(r, w), atol=1e-12)
 
 
 # ------------------------------------------------------------------------------------------ key points
+
 
 def test_hop_question_resolves_references_and_the_kb_form():
     assert ms.hop_question("#1 >> father", ["Robert Peel"]) == "What is the father of Robert Peel?"
@@ -84,10 +95,14 @@ def test_hop_question_resolves_references_and_the_kb_form():
 
 
 def test_key_points_follow_the_decomposition():
-    decomposition = ({"question": "Green >> performer", "answer": "Steve Hillage", "paragraph": 3},
-                     {"question": "Where was #1 born?", "answer": " Chingford ", "paragraph": 7})
-    assert ms.key_points(decomposition) == [("What is the performer of Green?", "Steve Hillage"),
-                                            ("Where was Steve Hillage born?", "Chingford")]
+    decomposition = (
+        {"question": "Green >> performer", "answer": "Steve Hillage", "paragraph": 3},
+        {"question": "Where was #1 born?", "answer": " Chingford ", "paragraph": 7},
+    )
+    assert ms.key_points(decomposition) == [
+        ("What is the performer of Green?", "Steve Hillage"),
+        ("Where was Steve Hillage born?", "Chingford"),
+    ]
     with pytest.raises(ValueError, match="decomposition"):
         ms.key_points(())
 
@@ -112,11 +127,11 @@ def test_choose_sources_keeps_the_gold_and_the_hardest_distractors(musique):
     bm25 = BM25Ranker().score(ex.query, texts)
     chosen = [p for p in q.paragraphs if not ex.labels[p]]
     rest = [p for p in range(ex.n_units) if not ex.labels[p] and p not in chosen]
-    assert min(bm25[chosen]) >= max(bm25[rest])                      # the hardest distractors
+    assert min(bm25[chosen]) >= max(bm25[rest])  # the hardest distractors
     assert len(q.key_points) == len(ex.meta["decomposition"]) and q.weights.sum() == pytest.approx(1.0)
-    assert ms.choose_sources(ex, 6, seed=0).sources == q.sources      # seeded
+    assert ms.choose_sources(ex, 6, seed=0).sources == q.sources  # seeded
     orders = {tuple(ms.choose_sources(ex, 6, seed=s).paragraphs) for s in range(5)}
-    assert len(orders) > 1 and all(sorted(o) == sorted(q.paragraphs) for o in orders)   # shuffled
+    assert len(orders) > 1 and all(sorted(o) == sorted(q.paragraphs) for o in orders)  # shuffled
     with pytest.raises(ValueError, match="gold"):
         ms.choose_sources(ex, 2, seed=0)
 
@@ -130,23 +145,24 @@ def test_select_queries_skips_examples_with_too_many_gold_sources(musique):
 
 # ---------------------------------------------------------------------------------------- the table
 
+
 def test_coalition_order_is_lexicographic_in_the_membership_vector():
     order = ms.coalition_order(4)
     assert sorted(order.tolist()) == list(range(16)) and order[0] == 0 and order[-1] == 15
     members = all_coalitions(4)[order].astype(int).tolist()
     assert members == sorted(members)
-    assert order[1] == 8                                   # {3}: only the last source differs from ∅
+    assert order[1] == 8  # {3}: only the last source differs from ∅
 
 
 def test_lookup_game_counts_distinct_coalitions_and_their_tokens():
     rng = np.random.default_rng(1)
     n = 5
     values, tokens = rng.normal(size=2**n), rng.integers(1, 100, size=2**n)
-    game = ms.LookupGame(values, tokens)
-    game(np.zeros((3, n), bool))                            # three times ∅: one coalition
+    game = LookupGame(values, tokens)
+    game(np.zeros((3, n), bool))  # three times ∅: one coalition
     assert game.n_coalitions == 1 and game.n_tokens == tokens[0]
     for m in (1, 4, 10):
-        g = ms.LookupGame(values, tokens)
+        g = LookupGame(values, tokens)
         res = monte_carlo(g, m, seed=0)
         assert g.n_coalitions <= res.n_evaluations == m * (n - 1) + 2
         assert g.n_tokens == tokens[g.seen].sum()
@@ -155,10 +171,10 @@ def test_lookup_game_counts_distinct_coalitions_and_their_tokens():
 
 def test_kernel_shap_at_the_full_budget_is_exact():
     pytest.importorskip("shapiq")
-    game = ms.LookupGame(TableGame.random(5, seed=2).values)
+    game = LookupGame(TableGame.random(5, seed=2).values)
     np.testing.assert_allclose(ms.kernel_shap(game, 32, seed=0), exact(TableGame(game.values)).values, atol=1e-8)
     assert game.n_coalitions == 32
-    small = ms.LookupGame(game.values)
+    small = LookupGame(game.values)
     ms.kernel_shap(small, 12, seed=0)
     assert small.n_coalitions <= 12
 
@@ -167,16 +183,28 @@ def test_estimator_rows_identities():
     pytest.importorskip("shapiq")
     rng = np.random.default_rng(4)
     n = 5
-    table = ms.CoalitionTable(values=rng.normal(size=2**n), tokens=rng.integers(50, 500, size=2**n),
-                              tokens_run=None, seconds=0.0, scorer="none")
-    query = ms.Query(id="q", question="?", answer="a", sources=["s"] * n, labels=np.array([1, 0, 0, 1, 0]),
-                     key_points=[("q", "a")], paragraphs=list(range(n)))
+    table = ms.CoalitionTable(
+        values=rng.normal(size=2**n),
+        tokens=rng.integers(50, 500, size=2**n),
+        tokens_run=None,
+        seconds=0.0,
+        scorer="none",
+    )
+    query = ms.Query(
+        id="q",
+        question="?",
+        answer="a",
+        sources=["s"] * n,
+        labels=np.array([1, 0, 0, 1, 0]),
+        key_points=[("q", "a")],
+        paragraphs=list(range(n)),
+    )
     rows = ms.estimator_rows(table, query, [2, 3], [8, 32], seeds=[0, 1])
     by = {(r["method"], r["budget"], r["seed"]): r for r in rows}
     full = by[("full", 32, None)]
     assert full["tau"] == 1.0 and full["n_coalitions"] == 32 and full["n_tokens"] == table.tokens.sum()
     assert by[("loo", 6, None)]["n_coalitions"] == 6
-    assert ("mc_antithetic", 3, 0) not in by and ("mc_antithetic", 2, 1) in by     # antithetic needs even M
+    assert ("mc_antithetic", 3, 0) not in by and ("mc_antithetic", 2, 1) in by  # antithetic needs even M
     assert by[("kernelshap", 32, 0)]["tau"] == pytest.approx(1.0)
     phi = shapley_from_table(table.values)
     assert full["jaccard"] == ms.score_row(phi, query.labels, phi)["jaccard"]
@@ -185,9 +213,9 @@ def test_estimator_rows_identities():
 
 def test_score_row_and_random_jaccard():
     row = ms.score_row([0.9, 0.1, 0.8, 0.0], [1, 0, 1, 0], [3.0, 2.0, 1.0, 0.0])
-    assert row["jaccard"] == 1.0 and row["tau"] == pytest.approx(4 / 6)       # 5 concordant, 1 discordant
+    assert row["jaccard"] == 1.0 and row["tau"] == pytest.approx(4 / 6)  # 5 concordant, 1 discordant
     assert ms.score_row([1.0, 0.0, 0.0, 0.0], [0, 1, 1, 0], [1.0, 1.0, 1.0, 1.0])["jaccard"] == pytest.approx(1 / 3)
-    assert math.isnan(ms.score_row([1.0, 0.0], [1, 0], [2.0, 2.0])["tau"])          # constant reference
+    assert math.isnan(ms.score_row([1.0, 0.0], [1, 0], [2.0, 2.0])["tau"])  # constant reference
     assert ms.random_jaccard(4, 2) == pytest.approx(1 / 6 + 4 / 6 / 3)
     assert ms.random_jaccard(5, 5) == 1.0
     rng = np.random.default_rng(0)
@@ -195,17 +223,42 @@ def test_score_row_and_random_jaccard():
     assert ms.random_jaccard(6, 3) == pytest.approx(np.mean([x / (6 - x) for x in sims]), abs=0.01)
 
 
-def test_summarize_averages_seeds_then_queries():
-    rows = [{"query": q, "method": "mc", "budget": 2, "seed": s, "n_coalitions": 10 + s, "n_tokens": 100 * (q + 1),
-             "jaccard": float(q == 0), "tau": 0.5 * s} for q in range(3) for s in range(2)]
-    rows += [{"query": q, "method": "full", "budget": 8, "seed": None, "n_coalitions": 8, "n_tokens": 800,
-              "jaccard": 1.0, "tau": 1.0} for q in range(3)]
-    out = {r["method"]: r for r in ms.summarize(rows, n_boot=200, seed=0)}
+def test_summarize_by_budget_averages_seeds_then_queries():
+    rows = [
+        {
+            "query": q,
+            "method": "mc",
+            "budget": 2,
+            "seed": s,
+            "n_coalitions": 10 + s,
+            "n_tokens": 100 * (q + 1),
+            "jaccard": float(q == 0),
+            "tau": 0.5 * s,
+        }
+        for q in range(3)
+        for s in range(2)
+    ]
+    rows += [
+        {
+            "query": q,
+            "method": "full",
+            "budget": 8,
+            "seed": None,
+            "n_coalitions": 8,
+            "n_tokens": 800,
+            "jaccard": 1.0,
+            "tau": 1.0,
+        }
+        for q in range(3)
+    ]
+    out = {r["method"]: r for r in ms.summarize_by_budget(rows, n_boot=200, seed=0)}
     mc = out["mc"]
     assert mc["n_queries"] == 3 and mc["n_coalitions"] == 10.5 and mc["n_tokens"] == 200.0
     assert mc["jaccard"] == pytest.approx(1 / 3) and mc["tau"] == pytest.approx(0.25)
     assert mc["jaccard_ci_low"] <= mc["jaccard"] <= mc["jaccard_ci_high"]
-    assert out["full"]["tau"] == 1.0 and out["full"]["label"] == ms.LABELS["full"]
+    assert (
+        out["full"]["tau"] == 1.0 and out["full"]["label"] == "FullShapley (exact, $2^n$)" == methods.get("full").label
+    )
 
 
 def test_embedding_relevance_is_a_clipped_cosine():
@@ -216,14 +269,22 @@ def test_embedding_relevance_is_a_clipped_cosine():
             table = {"q a": [1.0, 0.0], "r s": [0.0, 1.0], "S1": [2.0, 0.0], "S2": [-1.0, 1.0], "S3": [0.0, -3.0]}
             return np.array([table[t] for t in texts])
 
-    query = ms.Query(id="q", question="?", answer="a", sources=["S1", "S2", "S3"], labels=np.array([1, 0, 0]),
-                     key_points=[("q", "a"), ("r", "s")], paragraphs=[0, 1, 2])
+    query = ms.Query(
+        id="q",
+        question="?",
+        answer="a",
+        sources=["S1", "S2", "S3"],
+        labels=np.array([1, 0, 0]),
+        key_points=[("q", "a"), ("r", "s")],
+        paragraphs=[0, 1, 2],
+    )
     rel = ms.embedding_relevance(Fixed(), query)
     np.testing.assert_allclose(rel.values, [[1, 0], [0, 1 / math.sqrt(2)], [0, 0]], atol=1e-12)
     assert rel.lm_calls == rel.lm_tokens == 0 and rel.embedded_texts == 5 and rel.method == "embedding:fixed"
 
 
 # ---------------------------------------------------------------------------------------- LM scoring
+
 
 @pytest.fixture(scope="module")
 def lm():
@@ -239,36 +300,44 @@ def lm():
 
 
 def tiny_query():
-    return ms.Query(id="tiny", question="Where was the author of Green Fields born?", answer="Leeds",
-                    sources=["Green Fields: a novel by Ann Hope.", "Ann Hope: a writer born in Leeds.",
-                             "Leeds: a city in England."],
-                    labels=np.array([1, 1, 0]),
-                    key_points=[("Who wrote Green Fields?", "Ann Hope"), ("Where was Ann Hope born?", "Leeds")],
-                    paragraphs=[0, 1, 2])
+    return ms.Query(
+        id="tiny",
+        question="Where was the author of Green Fields born?",
+        answer="Leeds",
+        sources=[
+            "Green Fields: a novel by Ann Hope.",
+            "Ann Hope: a writer born in Leeds.",
+            "Leeds: a city in England.",
+        ],
+        labels=np.array([1, 1, 0]),
+        key_points=[("Who wrote Green Fields?", "Ann Hope"), ("Where was Ann Hope born?", "Leeds")],
+        paragraphs=[0, 1, 2],
+    )
 
 
 def test_prefix_tree_scores_equal_answer_logprob(lm):
-    from scp.llm.readers import answer_logprob
+    from scp.llm.readers import answer_logprob, prefix_tree_logprob, score_sequences
 
     q = tiny_query()
     order = ms.coalition_order(3)
     contexts = [[q.sources[i] for i in range(3) if (m >> i) & 1] for m in order]
     questions = [q.question] * 7 + ["Who wrote Green Fields?"]
     contexts, answers = contexts[:7] + [q.sources[:1]], ["Leeds"] * 7 + ["Ann Hope"]
-    tree = ms.prefix_tree_logprob(lm, questions, contexts, answers)
+    tree = prefix_tree_logprob(lm, questions, contexts, answers)
     ref = answer_logprob(lm, questions, contexts, answers, allow_empty_context=True)
     np.testing.assert_allclose(tree.logp, ref, atol=2e-3)
-    assert tree.tokens.sum() == sum(len(lm.prompt_ids(a, b)) + len(lm.answer_ids(c))
-                                    for a, b, c in zip(questions, contexts, answers))
+    assert tree.tokens.sum() == sum(
+        len(lm.prompt_ids(a, b)) + len(lm.answer_ids(c)) for a, b, c in zip(questions, contexts, answers)
+    )
     assert 0 < tree.tokens_run < tree.tokens.sum()
     for scorer in ("batched", "batched-reuse"):
-        other = ms.score_sequences(lm, questions, contexts, answers, scorer)
+        other = score_sequences(lm, questions, contexts, answers, scorer)
         np.testing.assert_allclose(other.logp, ref, atol=2e-3)
         assert other.tokens.tolist() == tree.tokens.tolist() and other.tokens_run is None
     with pytest.raises(ValueError, match="scorer"):
-        ms.score_sequences(lm, questions, contexts, answers, "fast")
+        score_sequences(lm, questions, contexts, answers, "fast")
     with pytest.raises(ValueError, match="non-empty"):
-        ms.prefix_tree_logprob(lm, ["q"], ["c"], [" "])
+        prefix_tree_logprob(lm, ["q"], ["c"], [" "])
 
 
 def test_full_shapley_table_and_lm_relevance(lm):

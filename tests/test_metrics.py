@@ -164,7 +164,7 @@ def test_paired_difference_keeps_the_pairing():
     a = b + 0.01  # A beats B by exactly 0.01 on every example, whatever the spread between examples
     d = paired_difference(a, b, n_boot=500)
     assert d.mean == pytest.approx(0.01) and d.ci_low == pytest.approx(0.01) and d.ci_high == pytest.approx(0.01)
-    unpaired_low = aggregate(a).ci_low - aggregate(b).ci_high    # the unpaired intervals overlap
+    unpaired_low = aggregate(a).ci_low - aggregate(b).ci_high  # the unpaired intervals overlap
     assert unpaired_low < 0 < d.ci_low
     d = paired_difference([0.9, np.nan, 0.7], [0.5, 0.6, np.nan])
     assert d.mean == pytest.approx(0.4) and d.n_used == 1 and d.n_excluded == 2
@@ -177,8 +177,8 @@ def test_all_recall_at_keep_every_positive_kept():
 
     from scp.core.metrics import all_recall_at_keep
 
-    assert all_recall_at_keep([0.9, 0.8, 0.1, 0.0], [1, 1, 0, 0], 0.5) == 1.0     # both in the top 2
-    assert all_recall_at_keep([0.9, 0.1, 0.8, 0.0], [1, 1, 0, 0], 0.5) == 0.0     # one below the cut
+    assert all_recall_at_keep([0.9, 0.8, 0.1, 0.0], [1, 1, 0, 0], 0.5) == 1.0  # both in the top 2
+    assert all_recall_at_keep([0.9, 0.1, 0.8, 0.0], [1, 1, 0, 0], 0.5) == 0.0  # one below the cut
     assert all_recall_at_keep([0.9, 0.1, 0.8, 0.0], [1, 1, 0, 0], 1.0) == 1.0
     assert all_recall_at_keep([0.9, 0.8], [0, 1], 0.0) == 0.0
     assert math.isnan(all_recall_at_keep([0.9, 0.8], [0, 0], 0.5))
@@ -187,7 +187,8 @@ def test_all_recall_at_keep_every_positive_kept():
     # the same probability by enumerating every random tie-break of 3 slots among 5 tied units (p = 2)
     draws = list(combinations(range(5), 3))
     assert all_recall_at_keep([2, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], 4 / 6) == pytest.approx(
-        sum({0, 1} <= set(c) for c in draws) / len(draws))
+        sum({0, 1} <= set(c) for c in draws) / len(draws)
+    )
     # one positive: the same as recall_at_keep
     one = ([1, 1, 1, 0], [1, 0, 0, 0], 0.5)
     assert all_recall_at_keep(*one) == pytest.approx(recall_at_keep(*one))

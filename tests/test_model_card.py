@@ -16,11 +16,25 @@ QUERIES = [f"what is the capital of country {i}" for i in range(12)]
 def examples():
     out = []
     for i, q in enumerate(QUERIES):
-        units = (f"the capital of country {i} is city {i}", f"unrelated sentence {i} about cats",
-                 f"country {i} has a river", f"dogs bark at number {i}")
-        out.append(Example(id=str(i), query=q, units=units, labels=(1, 0, 1, 0), titles=("", "", "", ""),
-                           paragraph_ids=(0, 1, 2, 3), answers=(f"city {i}",), dataset="toy",
-                           granularity="sentence"))
+        units = (
+            f"the capital of country {i} is city {i}",
+            f"unrelated sentence {i} about cats",
+            f"country {i} has a river",
+            f"dogs bark at number {i}",
+        )
+        out.append(
+            Example(
+                id=str(i),
+                query=q,
+                units=units,
+                labels=(1, 0, 1, 0),
+                titles=("", "", "", ""),
+                paragraph_ids=(0, 1, 2, 3),
+                answers=(f"city {i}",),
+                dataset="toy",
+                granularity="sentence",
+            )
+        )
     return out
 
 
@@ -29,8 +43,17 @@ def trained(tmp_path_factory):
     from scp.data.features import contexts_from_examples
 
     emb = RandomEmbedder(32)
-    config = TrainConfig(embedder="random", query_mode="product_concat", features=("cos", "bm25z"), hidden=16,
-                         latent=8, epochs=2, n_permutations=4, eval_permutations=4, batch_size=4)
+    config = TrainConfig(
+        embedder="random",
+        query_mode="product_concat",
+        features=("cos", "bm25z"),
+        hidden=16,
+        latent=8,
+        epochs=2,
+        n_permutations=4,
+        eval_permutations=4,
+        batch_size=4,
+    )
     ctx = contexts_from_examples(examples(), emb, config.features, with_title=False)
     return emb, config, train(config, ctx[:8], ctx[8:], tmp_path_factory.mktemp("card"), emb.id, progress=False)
 
@@ -62,8 +85,7 @@ def test_evaluate_checkpoint_scores_every_example(trained, monkeypatch, tmp_path
 
     emb, _, result = trained
     monkeypatch.setattr(scp.data.embedders, "get_embedder", lambda name, **kw: emb)
-    out = evaluate_checkpoint(result.best_path, examples(), n_permutations=4, seed=0, n_boot=50,
-                              cache_dir=tmp_path)
+    out = evaluate_checkpoint(result.best_path, examples(), n_permutations=4, seed=0, n_boot=50, cache_dir=tmp_path)
     assert out["n_examples"] == len(QUERIES) and out["units"] == "sentence"
     assert out["auc"]["ci"][0] <= out["auc"]["mean"] <= out["auc"]["ci"][1]
     assert np.isfinite(out["auc"]["mean"]) and 0 <= out["auc"]["mean"] <= 1

@@ -17,7 +17,7 @@ def test_01_train_value_network(smoke_run):
     assert r["n_params_best"] == 364_033 and r["n_params_pointwise"] == 264_449 and r["n_params_bm25"] == 0
     assert r["epochs_trained"] == len(r["val_auc_by_epoch"]) == len(r["train_loss_by_epoch"]) == 1
     assert r["best_val_auc"] == max(r["val_auc_by_epoch"]) and r["best_epoch"] == 1
-    assert r["section_1_is_the_best_recipe"] is True          # section 1's model is reused, not retrained
+    assert r["section_1_is_the_best_recipe"] is True  # section 1's model is reused, not retrained
     assert r["n_test"] == 10
     for short in ("paper", "best", "pointwise", "bm25"):
         low, high = r[f"test_auc_ci_{short}"]
@@ -29,7 +29,7 @@ def test_01_train_value_network(smoke_run):
     assert r["test_auc_paper"] == pytest.approx(0.650, abs=0.06)
     assert r["test_auc_best"] == pytest.approx(0.885, abs=0.04)
     assert r["test_auc_pointwise"] == pytest.approx(0.898, abs=0.04)
-    assert r["test_auc_bm25"] == pytest.approx(0.889, abs=1e-3)         # no training, no sampling
+    assert r["test_auc_bm25"] == pytest.approx(0.889, abs=1e-3)  # no training, no sampling
     assert r["best_val_auc"] == pytest.approx(0.763, abs=0.04)
     figures = {p.stem for p in (out / "figures" / NAME).glob("*.png")}
     assert figures == {"learning_curves", "paper_vs_best"}

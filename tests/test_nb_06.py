@@ -21,7 +21,7 @@ def test_06_embedder_ablation(smoke_run):
     if offline:
         assert r["embedders_ok"] == AVAILABLE and r["embedders_na"] == ["bert-base"]
         assert "bert-base-uncased" in r["na_reasons"][0] and "hub" in r["na_reasons"][0]
-    assert r["minilm_config_equals_shipped"] is False                  # the smoke run shrinks the network
+    assert r["minilm_config_equals_shipped"] is False  # the smoke run shrinks the network
     assert r["minilm_weights_equal_shipped"] is False
     for e in AVAILABLE:
         low, high = r[f"{e}_scp_auc_ci"]
@@ -33,7 +33,7 @@ def test_06_embedder_ablation(smoke_run):
     assert r["random_scp_auc"] > r["random_cosine_auc"] + 0.2
     assert r["bm25_auc"] > 0.8
     # values from the reference smoke run (1 epoch on 32 questions, hidden 32, 16 test questions, M = 10)
-    assert r["bm25_auc"] == pytest.approx(0.865, abs=0.01)                       # no training involved
+    assert r["bm25_auc"] == pytest.approx(0.865, abs=0.01)  # no training involved
     assert r["minilm_cosine_auc"] == pytest.approx(0.848, abs=0.01)
     assert r["random_scp_auc"] == pytest.approx(0.827, abs=0.08)
     assert r["minilm_scp_auc"] == pytest.approx(0.733, abs=0.08)
@@ -48,5 +48,7 @@ def test_06_embedder_ablation(smoke_run):
     assert rows["tfidf"]["dim"] == 32 and rows["tfidf"]["embedder_id"].startswith("tfidf-svd:d32")
     assert {"parameters", "git", "versions", "data_files"} <= set(doc["provenance"])
     refs = json.loads((out / "results" / NAME / "reference_rankers.json").read_text())["rows"]
-    assert [row["ranker"] for row in refs] == ["BM25", "random"] + [f"cosine, random vectors seed {k}" for k in (1, 2, 3)]
+    assert [row["ranker"] for row in refs] == ["BM25", "random"] + [
+        f"cosine, random vectors seed {k}" for k in (1, 2, 3)
+    ]
     assert all(abs(a - 0.5) < 0.15 for a in r["random_cosine_auc_other_draws"])

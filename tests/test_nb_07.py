@@ -15,7 +15,7 @@ def test_07_convex_deepsets(smoke_run):
     executed, out = smoke_run(NAME)
     r = read_records(executed)
     # identities: the convex logit game is supermodular by construction; sizes and sample counts are exact
-    assert r["violation_rate_convex_logit"] == 0.0 and r["max_violation_convex_logit"] < 1e-9   # rounding only
+    assert r["violation_rate_convex_logit"] == 0.0 and r["max_violation_convex_logit"] < 1e-9  # rounding only
     assert r["n_params_deepsets"] == 364_033 and r["n_params_convex"] == 296_833
     assert r["n_test_contexts"] == 12 and r["n_triples_per_network_and_game"] == 12 * 200
     assert len(r["violation_rate_convex_bounded_by_dataset"]) == 2
@@ -35,6 +35,6 @@ def test_07_convex_deepsets(smoke_run):
     assert figures == {"auc_by_dataset", "violation_rates"}
     table = json.loads((out / "results" / NAME / "violations_by_dataset.json").read_text())
     assert {(row["dataset"], row["network"], row["game"]) for row in table["rows"]} == {
-        (d, k, g) for d in ("hotpotqa", "fever") for k in ("DeepSets", "ConvexDeepSets")
-        for g in ("logit", "bounded")}
+        (d, k, g) for d in ("hotpotqa", "fever") for k in ("DeepSets", "ConvexDeepSets") for g in ("logit", "bounded")
+    }
     assert all(0 <= row["rate"] <= 1 for row in table["rows"])

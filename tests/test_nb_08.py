@@ -9,14 +9,14 @@ from scp.suite.notebook import read_records
 NAME = "08_landscape_of_context"
 
 
-@pytest.mark.slow                                            # about 30 s (kernel, model, 12 exact games)
+@pytest.mark.slow  # about 30 s (kernel, model, 12 exact games)
 def test_08_landscape_of_context(smoke_run):
     executed, out = smoke_run(NAME)
     r = read_records(executed)
     # identities
     assert r["n_contexts"] == 12 and r["n_units_max"] <= 12
-    assert r["efficiency_error"] < 1e-9                                      # Σφ = v(N) − v(∅)
-    assert r["min_shapley_excess_minus_epsilon"] >= -1e-7                    # ε* is the smallest largest excess
+    assert r["efficiency_error"] < 1e-9  # Σφ = v(N) − v(∅)
+    assert r["min_shapley_excess_minus_epsilon"] >= -1e-7  # ε* is the smallest largest excess
     assert r["fraction_shapley_in_core"] <= r["fraction_core_nonempty"]
     assert 0 <= r["gold_pair_base_rate"] <= 1 and r["example_n_supporting"] >= 2
     for m in ("dividend", "interaction"):
@@ -24,7 +24,7 @@ def test_08_landscape_of_context(smoke_run):
         assert 0 <= r[f"{m}_auc_negative_gold_pair"] <= 1
     # directions the figures and the closing text claim
     d_d, gold_d, gold_gold = r["interaction_by_pair_kind"]
-    assert gold_gold < 0 < d_d and gold_gold < gold_d                        # supporting pairs are substitutes
+    assert gold_gold < 0 < d_d and gold_gold < gold_d  # supporting pairs are substitutes
     assert r["interaction_auc_negative_gold_pair"] > 0.5
     assert r["interaction_most_negative_is_gold_pair"] > r["gold_pair_base_rate"]
     assert r["fraction_supermodular"] == 0.0

@@ -16,26 +16,31 @@ def test_09_compression_and_transfer(smoke_run):
         assert len(r[f"recall_{m}"]) == len(r[f"compression_{m}"]) == len(r[f"keep_rate_{m}"]) == k
         assert r[f"keep_rate_{m}"] == pytest.approx(r["keep_rate_scp"], abs=1e-12)
         assert all(0 <= x <= 1 for x in r[f"recall_{m}"] + r[f"compression_{m}"]) and 0 <= r[f"auc_{m}"] <= 1
-    assert r["transfer_auc_scp_from_hotpotqa"] == pytest.approx(r["auc_scp"], abs=1e-12)   # the same model
+    assert r["transfer_auc_scp_from_hotpotqa"] == pytest.approx(r["auc_scp"], abs=1e-12)  # the same model
     assert r["transfer_auc_pointwise_from_hotpotqa"] == pytest.approx(r["auc_pointwise"], abs=1e-12)
     for d in ("hotpotqa", "msmarco", "fever"):
         for m in ("scp", "pointwise"):
             low, high = r[f"transfer_auc_{m}_from_{d}_ci"]
             assert low <= r[f"transfer_auc_{m}_from_{d}"] <= high
         diff = r[f"transfer_auc_scp_from_{d}"] - r[f"transfer_auc_pointwise_from_{d}"]
-        assert r[f"scp_minus_pointwise_from_{d}"] == pytest.approx(diff, abs=1e-12)    # paired mean
+        assert r[f"scp_minus_pointwise_from_{d}"] == pytest.approx(diff, abs=1e-12)  # paired mean
     # directions the figure claims: keeping more units keeps more evidence and removes fewer tokens
     for m in methods:
         assert all(a <= b + 1e-12 for a, b in zip(r[f"recall_{m}"], r[f"recall_{m}"][1:]))
         assert all(a > b for a, b in zip(r[f"compression_{m}"], r[f"compression_{m}"][1:]))
-        assert r[f"recall_{m}"][0] > r["keep_ratios"][0]                 # every method beats a random order
+        assert r[f"recall_{m}"][0] > r["keep_ratios"][0]  # every method beats a random order
     # values from the reference smoke run (8 HotpotQA test contexts, tiny models trained one epoch on 24 contexts)
     assert r["n_test"] == 8
-    assert r["auc_bm25"] == pytest.approx(0.900, abs=0.005)            # no training: exact up to rounding
+    assert r["auc_bm25"] == pytest.approx(0.900, abs=0.005)  # no training: exact up to rounding
     assert r["auc_cosine"] == pytest.approx(0.850, abs=0.005)
-    assert r["auc_scp"] == pytest.approx(0.73, abs=0.1)                # a tiny trained model: looser
+    assert r["auc_scp"] == pytest.approx(0.73, abs=0.1)  # a tiny trained model: looser
     figures = {p.stem for p in (out / "figures" / "09_compression_and_transfer").glob("*.png")}
     assert figures == {"keep_ratio_sweep", "cross_domain_auc"}
     tables = {p.name for p in (out / "results" / "09_compression_and_transfer").iterdir()}
-    assert {"keep_ratio_sweep.csv", "keep_ratio_sweep.json", "cross_domain.csv", "transfer_cost.csv",
-            "scp_minus_pointwise.csv"} <= tables
+    assert {
+        "keep_ratio_sweep.csv",
+        "keep_ratio_sweep.json",
+        "cross_domain.csv",
+        "transfer_cost.csv",
+        "scp_minus_pointwise.csv",
+    } <= tables

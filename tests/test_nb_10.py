@@ -41,8 +41,14 @@ def test_10_downstream_qa(smoke_run):
     results = out / "results" / "10_downstream_qa"
     with open(results / "qa_by_method.csv") as f:
         rows = list(csv.DictReader(f))
-    assert {row["reader"] for row in rows} == {r["reader"]}        # the reader's name in every table row
-    assert {(row["dataset"], row["method"]) for row in rows} >= {(d, m) for d in datasets
-                                                                 for m in ("full", "closed-book", "scp")}
-    assert {p.name for p in results.iterdir()} >= {"qa_by_method.csv", "qa_by_method.json", "answers.csv",
-                                                   "paired.csv", "paired.json"}
+    assert {row["reader"] for row in rows} == {r["reader"]}  # the reader's name in every table row
+    assert {(row["dataset"], row["method"]) for row in rows} >= {
+        (d, m) for d in datasets for m in ("full", "closed-book", "scp")
+    }
+    assert {p.name for p in results.iterdir()} >= {
+        "qa_by_method.csv",
+        "qa_by_method.json",
+        "answers.csv",
+        "paired.csv",
+        "paired.json",
+    }

@@ -44,7 +44,7 @@ def test_12_entropic_context_shaping(smoke_run):
     assert r["prefix_cache_same_picks"] is True and r["prefix_cache_max_abs_diff"] < 1e-3
     assert r["prefix_cache_speedup"] > 0
     # values from the reference smoke run (2 examples per dataset, pools of 5, k_max 2, SmolLM2 on one thread)
-    assert r["pool_recall_hotpotqa"] == pytest.approx(7 / 12, abs=1e-12)      # BM25: no model, exact
+    assert r["pool_recall_hotpotqa"] == pytest.approx(7 / 12, abs=1e-12)  # BM25: no model, exact
     assert r["pool_recall_2wiki"] == pytest.approx(0.5, abs=1e-12)
     assert r["f1_at_k_bm25_hotpotqa"] == pytest.approx([0.25, 0.65], abs=1e-9)
     assert r["f1_at_k_tfidf_2wiki"] == pytest.approx([0.4, 1 / 3], abs=1e-9)
@@ -53,10 +53,11 @@ def test_12_entropic_context_shaping(smoke_run):
     figures = {p.stem for p in (out / "figures" / NAME).glob("*.png")}
     assert figures == {"f1_matched", "prf_vs_k"}
     tables = {p.name for p in (out / "results" / NAME).iterdir()}
-    assert {f"{t}.{x}" for t in ("matched_size", "paired_f1", "prf_at_k", "headline_vs_paper")
-            for x in ("csv", "json")} <= tables
+    assert {
+        f"{t}.{x}" for t in ("matched_size", "paired_f1", "prf_at_k", "headline_vs_paper") for x in ("csv", "json")
+    } <= tables
     headline = json.loads((out / "results" / NAME / "headline_vs_paper.json").read_text())
-    paper = headline["rows"][0]                                  # the paper's numbers, labelled as the paper's
+    paper = headline["rows"][0]  # the paper's numbers, labelled as the paper's
     assert paper["source"] == "seed paper (reported)" and paper["dataset"] == "LoCoMo"
     assert (paper["ecs_f1"], paper["tfidf_f1"]) == (0.265, 0.154)
     assert {row["source"] for row in headline["rows"][1:]} == {"ours"}

@@ -33,4 +33,5 @@ def test_13_interaction_aware(smoke_run):
     assert figures == {"auc_set_vs_control", "coverage_by_selection", "table19", "learning_curve"}
     table = json.loads((out / "results" / NAME / "variants.json").read_text())
     assert {(row["variant"], row["model"]) for row in table["rows"]} == {
-        (v, k) for v in r["variants"] for k in ("set", "control")}
+        (v, k) for v in r["variants"] for k in ("set", "control")
+    }

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from scp.core.shapley import ShapleyResult
+from scp.core.result import ShapleyResult
+from scp.io import jsonable
 from scp.suite import notebook
-from scp.suite.notebook import RECORD_MIME, jsonable, provenance, read_records, record, repo_root, resolve_out_dir
+from scp.suite.notebook import RECORD_MIME, provenance, read_records, record, repo_root, resolve_out_dir
 
 
 def test_record_outside_ipython_stores_the_json_value():
@@ -18,7 +19,7 @@ def test_record_outside_ipython_stores_the_json_value():
     assert notebook.RECORDS["auc_mean"] == 0.5 and notebook.RECORDS["counts"] == [1, 2, 3]
     with pytest.raises(ValueError, match="identifiers"):
         record("not a name", 1)
-    with pytest.raises(TypeError, match="cannot record"):
+    with pytest.raises(TypeError, match="cannot write a object as JSON"):
         record("figure", object())
 
 
@@ -37,11 +38,13 @@ def _output(payload):
 
 
 def test_read_records_from_an_executed_notebook(tmp_path):
-    nb = new_notebook(cells=[
-        new_code_cell("record('a', 1)", outputs=[_output({"a": 1})]),
-        new_code_cell("print(2)", outputs=[new_output("stream", name="stdout", text="2\n")]),
-        new_code_cell("record('b', [1, 2]); record('a', 3)", outputs=[_output({"b": [1, 2]}), _output({"a": 3})]),
-    ])
+    nb = new_notebook(
+        cells=[
+            new_code_cell("record('a', 1)", outputs=[_output({"a": 1})]),
+            new_code_cell("print(2)", outputs=[new_output("stream", name="stdout", text="2\n")]),
+            new_code_cell("record('b', [1, 2]); record('a', 3)", outputs=[_output({"b": [1, 2]}), _output({"a": 3})]),
+        ]
+    )
     path = tmp_path / "executed.ipynb"
     nbformat.write(nb, str(path))
     assert read_records(path) == {"a": 3, "b": [1, 2]}
@@ -50,7 +53,7 @@ def test_read_records_from_an_executed_notebook(tmp_path):
 
 def test_out_dir_none_means_the_repository_root(tmp_path):
     root = repo_root()
-    assert (root / "pyproject.toml").is_file() and (root / "scp" / "notebook.py").is_file()
+    assert (root / "pyproject.toml").is_file() and (root / "scp" / "suite" / "notebook.py").is_file()
     assert resolve_out_dir(None) == root
     assert resolve_out_dir(tmp_path) == tmp_path.resolve()
     assert resolve_out_dir(str(tmp_path)).is_absolute()
@@ -60,7 +63,7 @@ def test_provenance_lists_parameters_versions_git_and_data_files(tmp_path):
     data = tmp_path / "sample.jsonl"
     data.write_bytes(b'{"q": 1}\n')
     prov = provenance({"seed": 3, "n": 5, "out_dir": "/tmp/x"}, data_files=[data], started=0.0, notebook="demo")
-    assert prov["parameters"] == {"seed": 3, "n": 5}                # out_dir is where, not what
+    assert prov["parameters"] == {"seed": 3, "n": 5}  # out_dir is where, not what
     assert prov["seeds"] == {"seed": 3}
     assert prov["notebook"] == "demo"
     assert prov["versions"]["python"] and prov["versions"]["numpy"] == np.__version__

@@ -49,8 +49,8 @@ def test_one_parameters_cell_equal_to_the_params_file(name):
     raw = yaml.safe_load((PARAMS / f"{name}.yaml").read_text())
     assert set(raw) - {"smoke"} == set(declared) - {"out_dir"}
     assert set(raw.get("smoke") or {}) <= set(declared) - {"out_dir"}
-    check_params_in_sync(name)                                 # same values, not only the same keys
-    resolve_params(name, smoke=True)                           # smoke values of the types of the defaults
+    check_params_in_sync(name)  # same values, not only the same keys
+    resolve_params(name, smoke=True)  # smoke values of the types of the defaults
     for line in tagged[0].source.splitlines():
         assert "#" in line, f"{name}: parameter without a comment: {line!r}"
 
@@ -78,8 +78,9 @@ def test_skeleton(name):
         assert max(map(len, lines)) <= MAX_COLUMNS, f"{name}: cell {i} is wider than {MAX_COLUMNS} columns"
         assert "plt.savefig" not in cell.source and "sys.path" not in cell.source and "%pip" not in cell.source
         if i > 1:
-            assert cells[i - 1].cell_type == "markdown" or cells[i - 2].cell_type == "markdown", \
+            assert cells[i - 1].cell_type == "markdown" or cells[i - 2].cell_type == "markdown", (
                 f"{name}: cells {i - 1} and {i} are code cells with no markdown before them"
+            )
 
 
 def test_no_function_or_class_defined_in_two_notebooks():
@@ -95,6 +96,7 @@ def test_no_function_or_class_defined_in_two_notebooks():
 
 
 # ------------------------------------------------------------------------------------------------ execution
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_runs_and_saves_its_figures(name, smoke_run, request):
@@ -117,7 +119,7 @@ def test_00_cooperative_games_tutorial(smoke_run):
     assert r["majority_shapley"] == pytest.approx([7 / 12, 3 / 12, 1 / 12, 1 / 12], abs=1e-12)
     assert r["max_abs_exact_vs_by_hand"] < 1e-12 and r["max_abs_exact_vs_shapiq"] < 1e-12
     assert r["efficiency_error"] < 1e-12 and r["max_axiom_violation"] < 1e-12
-    assert r["loo_per_sentence"] == [0.0, 0.0, 0.0, 0.0]                    # copy, copy, partial, distractor
+    assert r["loo_per_sentence"] == [0.0, 0.0, 0.0, 0.0]  # copy, copy, partial, distractor
     assert r["shapley_per_sentence"] == pytest.approx([0.45, 0.45, 0.1, 0.0], abs=1e-12)
     assert r["glove_least_core_epsilon"] == pytest.approx(0.0, abs=1e-9)
     assert r["majority_least_core_epsilon"] == pytest.approx(1 / 3, abs=1e-9)

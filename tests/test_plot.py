@@ -11,6 +11,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
+from scp.pruning import methods  # noqa: E402
 from scp.suite import plot  # noqa: E402
 from scp.suite.notebook import repo_root  # noqa: E402
 
@@ -30,8 +31,8 @@ def test_save_writes_pdf_and_png_where_asked(tmp_path):
     assert paths == [tmp_path / "figures" / "99_demo" / "error.pdf", tmp_path / "figures" / "99_demo" / "error.png"]
     pdf, png = (p.read_bytes() for p in paths)
     assert pdf.startswith(b"%PDF") and png.startswith(b"\x89PNG")
-    assert b"CreationDate" not in pdf and b"ModDate" not in pdf     # no timestamps
-    assert b"/FontFile2" in pdf                                      # TrueType embedded (pdf.fonttype 42)
+    assert b"CreationDate" not in pdf and b"ModDate" not in pdf  # no timestamps
+    assert b"/FontFile2" in pdf  # TrueType embedded (pdf.fonttype 42)
     assert b"Software" not in png[:2000]
     from PIL import Image
 
@@ -42,7 +43,7 @@ def test_save_writes_pdf_and_png_where_asked(tmp_path):
 def test_rerun_is_byte_identical(tmp_path):
     first = [p.read_bytes() for p in plot.save(_demo_figure(), "99_demo/error", tmp_path / "a")]
     mtimes = [p.stat().st_mtime_ns for p in (tmp_path / "a" / "figures" / "99_demo").iterdir()]
-    again = plot.save(_demo_figure(), "99_demo/error", tmp_path / "a")      # a fresh figure, same content
+    again = plot.save(_demo_figure(), "99_demo/error", tmp_path / "a")  # a fresh figure, same content
     assert [p.read_bytes() for p in again] == first
     assert [p.stat().st_mtime_ns for p in (tmp_path / "a" / "figures" / "99_demo").iterdir()] == mtimes
     other = plot.save(_demo_figure(), "99_demo/error", tmp_path / "b")
@@ -71,19 +72,28 @@ def test_style_and_figure_sizes():
         plot.figure("column", aspect=0)
 
 
-def test_colors_and_markers_are_fixed_per_method():
-    assert set(plot.COLORS) == set(plot.MARKERS)
-    assert set(plot.COLORS.values()) <= set(plot.OKABE_ITO.values())
-    for method in ("SCP", "pointwise control", "BM25", "MiniLM cosine", "random", "leave-one-out", "exact",
-                   "Monte Carlo"):
-        assert plot.color(method) == plot.COLORS[method]
+def test_colors_and_markers_come_from_the_method_registry():
+    for name in ("scp", "pointwise", "bm25", "cosine", "random", "loo", "exact", "mc"):
+        method = methods.get(name)
+        assert plot.color(name) == plot.color(method.label) == method.color  # by name or by label
+        assert plot.marker(name) == plot.marker(method.label) == method.marker
     # the methods that share a figure in the paper have distinct colours
     main = ["SCP", "pointwise control", "BM25", "MiniLM cosine", "random"]
     assert len({plot.color(m) for m in main}) == len(main)
-    assert plot.color("loo") == plot.color("Leave-One-Out") == plot.COLORS["leave-one-out"]
-    assert plot.marker("mc") == plot.MARKERS["Monte Carlo"]
+    assert (
+        plot.color("loo") == plot.color("Leave-One-Out") == plot.color("leave-one-out") == methods.OKABE_ITO["orange"]
+    )
+    assert plot.marker("mc") == plot.marker("Monte Carlo") == "o"
+    assert plot.color("scp-loo") == plot.color("leave-one-out") and plot.marker("SCP-LOO") == "D"
     with pytest.raises(KeyError, match="no colour"):
         plot.color("my new method")
+
+
+def test_figure_elements_that_are_not_methods():
+    assert {c for c, _ in plot.ELEMENTS.values()} <= set(methods.OKABE_ITO.values())
+    assert plot.color("bound") == methods.OKABE_ITO["grey"] and plot.marker("bound") == ""
+    assert plot.style_of("Closed Book") == plot.ELEMENTS["closed book"]
+    assert not set(plot.ELEMENTS) & {k for m in methods.names() for k in methods.get(m).keys()}
 
 
 def test_band_t_interval_and_bootstrap():
@@ -94,12 +104,12 @@ def test_band_t_interval_and_bootstrap():
     half = stats.t.ppf(0.975, 3) * np.std([1, 2, 3, 4], ddof=1) / 2
     assert mean == pytest.approx([2.5, 2.0])
     assert low[0] == pytest.approx(2.5 - half) and high[0] == pytest.approx(2.5 + half)
-    assert low[1] == high[1] == pytest.approx(2.0)                  # nan skipped, no spread
+    assert low[1] == high[1] == pytest.approx(2.0)  # nan skipped, no spread
     assert line.get_color() == plot.color("exact") and line.get_label() == "exact"
     _, mean_b, low_b, high_b = plot.band(ax, x, samples, label="Monte Carlo")
     assert (low_b <= mean_b).all() and (mean_b <= high_b).all() and low_b[0] < high_b[0]
     _, _, low_1, _ = plot.band(ax, [1.0], [[3.0]], label="one sample", color="k")
-    assert math.isnan(low_1[0])                                     # one sample: no band
+    assert math.isnan(low_1[0])  # one sample: no band
     with pytest.raises(ValueError, match="shape"):
         plot.band(ax, [1, 2, 3], samples, label="x")
     with pytest.raises(ValueError, match="ci"):
@@ -107,14 +117,20 @@ def test_band_t_interval_and_bootstrap():
 
 
 def test_save_table_writes_csv_and_json_with_provenance(tmp_path):
-    df = pd.DataFrame({"method": ["exact", "loo"], "value": [1 / 3, -0.0], "n": [3, 4],
-                       "vec": [np.array([0.5, 0.25]), np.array([1.0, 0.0])]})
+    df = pd.DataFrame(
+        {
+            "method": ["exact", "loo"],
+            "value": [1 / 3, -0.0],
+            "n": [3, 4],
+            "vec": [np.array([0.5, 0.25]), np.array([1.0, 0.0])],
+        }
+    )
     prov = {"parameters": {"seed": 0}, "wall_time_s": 1.5}
     csv_path, json_path = plot.save_table(df, "99_demo/table", tmp_path, provenance=prov)
     assert csv_path == tmp_path / "results" / "99_demo" / "table.csv"
     assert json_path == tmp_path / "results" / "99_demo" / "table.json"
     back = pd.read_csv(csv_path)
-    assert back["value"].tolist() == [1 / 3, 0.0]                   # full precision
+    assert back["value"].tolist() == [1 / 3, 0.0]  # full precision
     doc = json.loads(json_path.read_text())
     assert doc["columns"] == ["method", "value", "n", "vec"]
     assert doc["rows"][0] == {"method": "exact", "value": 1 / 3, "n": 3, "vec": [0.5, 0.25]}

@@ -41,12 +41,20 @@ def test_custom_tokenizer_is_named():
     assert r.tokenizer == "whitespace" and r.kept_tokens == 6
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(), "exactly one"), (dict(top_k=1, keep_ratio=0.5), "exactly one"), (dict(top_k=0), "top_k"),
-    (dict(keep_ratio=1.5), "keep_ratio"), (dict(threshold="median"), "threshold"), (dict(token_budget=-1), "token_budget"),
-    (dict(keep_ratio="0.5"), r"keep_ratio must be a number in \(0, 1\]; got '0.5' \(str\)"),
-    (dict(top_k=2.0), "top_k must be an integer"), (dict(token_budget=True), "token_budget"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(), "exactly one"),
+        (dict(top_k=1, keep_ratio=0.5), "exactly one"),
+        (dict(top_k=0), "top_k"),
+        (dict(keep_ratio=1.5), "keep_ratio"),
+        (dict(threshold="median"), "threshold"),
+        (dict(token_budget=-1), "token_budget"),
+        (dict(keep_ratio="0.5"), r"keep_ratio must be a number in \(0, 1\]; got '0.5' \(str\)"),
+        (dict(top_k=2.0), "top_k must be an integer"),
+        (dict(token_budget=True), "token_budget"),
+    ],
+)
 def test_bad_criteria(kwargs, match):
     with pytest.raises(ValueError, match=match):
         prune(SENTS, SCORES, **kwargs)
@@ -75,8 +83,9 @@ def test_numpy_scalars_are_numbers(value):
     assert prune(SENTS, SCORES, token_budget=np.int64(5)).criterion == "token_budget=5"
 
 
-@pytest.mark.parametrize("value", [np.float32("nan"), float("nan"), np.float32(1.5), np.float64(0.0), np.bool_(True),
-                                   True, np.float32(-0.1)])
+@pytest.mark.parametrize(
+    "value", [np.float32("nan"), float("nan"), np.float32(1.5), np.float64(0.0), np.bool_(True), True, np.float32(-0.1)]
+)
 def test_numpy_keep_ratio_still_rejects_nan_bools_and_out_of_range(value):
     from scp.core.selection import keep_count
 
@@ -125,5 +134,7 @@ def test_a_numpy_criterion_is_described_by_the_python_number_it_holds():
     assert keep.tolist() == select(scores, keep_ratio=float(value))[0].tolist() and len(keep) == 4
     keep, desc = select(scores, keep_ratio=0.3)
     assert keep.tolist() == [7, 8, 9] and desc == "keep_ratio=0.3"
-    assert check_criterion(top_k=np.int64(3)) == "top_k=3" and check_criterion(keep_ratio=np.float64(0.5)) == \
-        "keep_ratio=0.5"
+    assert (
+        check_criterion(top_k=np.int64(3)) == "top_k=3"
+        and check_criterion(keep_ratio=np.float64(0.5)) == "keep_ratio=0.5"
+    )

@@ -1,6 +1,7 @@
 """Every code block in README.md runs as written (the shipped checkpoint, the shared data).
 
-The bash block trains the shipped preset briefly (``scp.training.reproduce.QUICK_COMMAND``): that run is also the check of
+The bash block trains the shipped preset briefly (``scp.training.reproduce.QUICK_COMMAND``): that run is also the check
+of
 the README's reproducibility statement — bit-identical weights to the recorded reference run
 (``tests/data/quick_train.json``) where the environment (torch version, threads, CPU kernel set, device) and the
 inputs (embeddings, to the bit) match, otherwise the validation AUC within the stated tolerance.  The full recipe of
@@ -34,14 +35,21 @@ def test_readme_has_code_to_run():
 
 def check_reproduces_reference(path: Path) -> None:
     reference = json.loads(QUICK_REFERENCE.read_text())
-    assert reference["command"] == QUICK_COMMAND, "tests/data/quick_train.json is stale: python -m scp.training.reproduce quick --record"
+    assert reference["command"] == QUICK_COMMAND, (
+        "tests/data/quick_train.json is stale: python -m scp.training.reproduce quick --record"
+    )
     result = compare(reference_of(path), reference, TOLERANCE["quick"])
     print(result.describe())
     assert result.passed, result.describe()
 
 
-@pytest.mark.parametrize("index", [pytest.param(i, marks=[pytest.mark.run_first] if QUICK_COMMAND in code else [])
-                                   for i, (_, code) in enumerate(RUNNABLE)])
+@pytest.mark.parametrize(
+    "index",
+    [
+        pytest.param(i, marks=[pytest.mark.run_first] if QUICK_COMMAND in code else [])
+        for i, (_, code) in enumerate(RUNNABLE)
+    ],
+)
 def test_readme_block_runs_as_written(index, tmp_path):
     lang, code = RUNNABLE[index]
     env = quick_environment(tmp_path / "cold-cache") if QUICK_COMMAND in code else dict(os.environ)

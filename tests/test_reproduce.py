@@ -8,8 +8,15 @@ from scp.errors import InputError
 from scp.training.reproduce import QUICK_COMMAND, QUICK_REFERENCE, compare
 
 ENV = {"torch": "2.13.0", "threads": 1, "cpu_capability": "AVX2", "device": "cpu"}
-REF = {"config": {"seed": 0}, "data_hash": "d", "environment": ENV, "inputs_fingerprint": "i",
-       "weights_fingerprint": "w", "epoch": 2, "val_auc": 0.90}
+REF = {
+    "config": {"seed": 0},
+    "data_hash": "d",
+    "environment": ENV,
+    "inputs_fingerprint": "i",
+    "weights_fingerprint": "w",
+    "epoch": 2,
+    "val_auc": 0.90,
+}
 
 
 def run(**changes):

@@ -27,11 +27,26 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def toy_examples():
-    units = ["paris is the capital of france", "the eiffel tower is in paris", "bananas are yellow",
-             "the moon orbits the earth"]
-    return [Example(id=f"q{i}", query="what is the capital of france", units=tuple(units),
-                    labels=(1, 0, 0, 0) if i < 3 else (0, 0, 0, 0), titles=("",) * 4, paragraph_ids=(0, 1, 2, 3),
-                    answers=("paris",), dataset="toy", granularity="sentence") for i in range(4)]
+    units = [
+        "paris is the capital of france",
+        "the eiffel tower is in paris",
+        "bananas are yellow",
+        "the moon orbits the earth",
+    ]
+    return [
+        Example(
+            id=f"q{i}",
+            query="what is the capital of france",
+            units=tuple(units),
+            labels=(1, 0, 0, 0) if i < 3 else (0, 0, 0, 0),
+            titles=("",) * 4,
+            paragraph_ids=(0, 1, 2, 3),
+            answers=("paris",),
+            dataset="toy",
+            granularity="sentence",
+        )
+        for i in range(4)
+    ]
 
 
 def test_baseline_record_rows_and_curves():
@@ -39,8 +54,8 @@ def test_baseline_record_rows_and_curves():
     res = evaluate_method(ex, "bm25", keep_ratios=(0.25, 1.0), n_boot=50)
     assert res["method"] == "bm25" and res["status"] == "ok"
     row = summary_row(res, keep_ratio=0.25)
-    assert row["auc"] == pytest.approx(1.0) and row["recall"] == pytest.approx(1.0)   # BM25 puts the answer first
-    assert row["n_test"] == 4 and row["n_used"] == 3 and row["n_excluded"] == 1       # q3 has no positive
+    assert row["auc"] == pytest.approx(1.0) and row["recall"] == pytest.approx(1.0)  # BM25 puts the answer first
+    assert row["n_test"] == 4 and row["n_used"] == 3 and row["n_excluded"] == 1  # q3 has no positive
     recall = metric_matrix(res, "recall", (0.25, 1.0))
     assert recall.shape == (2, 4) and np.isnan(recall[:, 3]).all() and (recall[1, :3] == 1).all()
     assert (metric_matrix(res, "keep_rate", (0.25,)) == 0.25).all()
@@ -52,6 +67,7 @@ def test_baseline_record_rows_and_curves():
 def test_unavailable_model_gives_an_na_record(monkeypatch):
     def offline(*args, **kwargs):
         raise ModelUnavailableError("naver/provence-reranker-debertav3-v1 is not available offline")
+
     monkeypatch.setattr(reranking, "make_ranker", offline)
     res = evaluate_method(toy_examples(), "provence")
     assert res["status"] == "n/a" and res["method"] == "provence" and "offline" in res["reason"]
@@ -95,8 +111,9 @@ def test_verdict():
 def test_per_dataset_config_is_the_shared_recipe():
     config = per_dataset_config("pointwise", "fever", epochs=1)
     assert config == config_from_preset("pointwise", datasets=("fever",), val_dataset="fever", epochs=1)
-    assert run_name(config) == run_name(config_from_preset("pointwise", datasets=("fever",), val_dataset="fever",
-                                                           epochs=1))
+    assert run_name(config) == run_name(
+        config_from_preset("pointwise", datasets=("fever",), val_dataset="fever", epochs=1)
+    )
 
 
 def test_load_test_split_musique_granularities(data_dir):

@@ -38,8 +38,11 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "NOTEBOOKS", nbs)
     monkeypatch.setattr(runner, "PARAMS", params)
     monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
-    write_notebook(nbs / "01_demo.ipynb", "n = 10  # size\nseed = 0  # seed\nout_dir = None  # set by the runner",
-                   "from scp.suite.notebook import record\nrecord('n_seen', n)\nrecord('out_dir_seen', out_dir)")
+    write_notebook(
+        nbs / "01_demo.ipynb",
+        "n = 10  # size\nseed = 0  # seed\nout_dir = None  # set by the runner",
+        "from scp.suite.notebook import record\nrecord('n_seen', n)\nrecord('out_dir_seen', out_dir)",
+    )
     (params / "01_demo.yaml").write_text("n: 10\nseed: 0\nsmoke:\n  n: 2\n")
     return tmp_path
 
@@ -57,7 +60,14 @@ def test_params_full_and_smoke(tmp_path):
 
 def test_overrides_are_yaml_values():
     assert parse_overrides(["n=3", "delta=0.01", "seeds=[0, 1]", "name=hotpotqa", "flag=true", "x=null", "e="]) == {
-        "n": 3, "delta": 0.01, "seeds": [0, 1], "name": "hotpotqa", "flag": True, "x": None, "e": None}
+        "n": 3,
+        "delta": 0.01,
+        "seeds": [0, 1],
+        "name": "hotpotqa",
+        "flag": True,
+        "x": None,
+        "e": None,
+    }
     for bad in ("n", "=3", "2n=1", "a=[1"):
         with pytest.raises(ParameterError):
             parse_overrides([bad])
@@ -129,34 +139,60 @@ def typed(project):
     write_notebook(project / "notebooks" / "02_typed.ipynb", TYPED)
     (project / "params" / "02_typed.yaml").write_text(
         "n: 10\nrate: 0.5\nflag: false\nname: x\nseeds: [0, 1]\nratios: [0.1, 1]\nnames: [a, b]\nmixed: [1, a]\n"
-        "empty: []\nopts: {}\nanything: null\nfn: null\nsmoke:\n  n: 2\n")
+        "empty: []\nopts: {}\nanything: null\nfn: null\nsmoke:\n  n: 2\n"
+    )
     return project
 
 
-@pytest.mark.parametrize("override, value", [
-    ("n=3", 3), ("n=-1", -1), ("rate=1", 1), ("rate=0.25", 0.25), ("rate=1e-3", 0.001), ("rate=-2.5E+2", -250.0),
-    ("flag=true", True), ("name=hotpotqa", "hotpotqa"), ("name='3'", "3"), ("seeds=[4]", [4]), ("seeds=[]", []),
-    ("ratios=[1, 0.5, 2e-1]", [1, 0.5, 0.2]), ("names=[c]", ["c"]), ("mixed=[[1], 2.0, x]", [[1], 2.0, "x"]),
-    ("empty=[1, a]", [1, "a"]), ("opts={epochs: 1}", {"epochs": 1}), ("anything=[1, {a: b}]", [1, {"a": "b"}]),
-    ("fn=3", 3),
-])
+@pytest.mark.parametrize(
+    "override, value",
+    [
+        ("n=3", 3),
+        ("n=-1", -1),
+        ("rate=1", 1),
+        ("rate=0.25", 0.25),
+        ("rate=1e-3", 0.001),
+        ("rate=-2.5E+2", -250.0),
+        ("flag=true", True),
+        ("name=hotpotqa", "hotpotqa"),
+        ("name='3'", "3"),
+        ("seeds=[4]", [4]),
+        ("seeds=[]", []),
+        ("ratios=[1, 0.5, 2e-1]", [1, 0.5, 0.2]),
+        ("names=[c]", ["c"]),
+        ("mixed=[[1], 2.0, x]", [[1], 2.0, "x"]),
+        ("empty=[1, a]", [1, "a"]),
+        ("opts={epochs: 1}", {"epochs": 1}),
+        ("anything=[1, {a: b}]", [1, {"a": "b"}]),
+        ("fn=3", 3),
+    ],
+)
 def test_values_that_fit_their_defaults(typed, override, value):
     key = override.partition("=")[0]
     assert resolve_params("02_typed", overrides=parse_overrides([override]))[key] == value
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("n=abc", "expects an integer (its default is 10); got 'abc' (str)"),
-    ("n=2.5", "expects an integer"), ("n=true", "got True (bool)"), ("n=[1]", "got [1] (list)"),
-    ("n=1e3", "expects an integer"), ("n=", "got None (NoneType)"),
-    ("rate=fast", "expects a number (its default is 0.5); got 'fast' (str)"), ("rate=false", "expects a number"),
-    ("flag=1", "expects true or false (its default is False); got 1 (int)"), ("flag=yes!", "expects true or false"),
-    ("name=3", "expects a string (its default is 'x'); got 3 (int) (quote it to pass text)"),
-    ("seeds=3", "expects a list (its default is [0, 1]); got 3 (int)"),
-    ("seeds=[0, x]", "expects a list of integers (its default is [0, 1]); got [0, 'x'] (list)"),
-    ("ratios=[0.5, true]", "expects a list of numbers"), ("names=[1]", "expects a list of strings"),
-    ("opts=[1]", "expects a mapping"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("n=abc", "expects an integer (its default is 10); got 'abc' (str)"),
+        ("n=2.5", "expects an integer"),
+        ("n=true", "got True (bool)"),
+        ("n=[1]", "got [1] (list)"),
+        ("n=1e3", "expects an integer"),
+        ("n=", "got None (NoneType)"),
+        ("rate=fast", "expects a number (its default is 0.5); got 'fast' (str)"),
+        ("rate=false", "expects a number"),
+        ("flag=1", "expects true or false (its default is False); got 1 (int)"),
+        ("flag=yes!", "expects true or false"),
+        ("name=3", "expects a string (its default is 'x'); got 3 (int) (quote it to pass text)"),
+        ("seeds=3", "expects a list (its default is [0, 1]); got 3 (int)"),
+        ("seeds=[0, x]", "expects a list of integers (its default is [0, 1]); got [0, 'x'] (list)"),
+        ("ratios=[0.5, true]", "expects a list of numbers"),
+        ("names=[1]", "expects a list of strings"),
+        ("opts=[1]", "expects a mapping"),
+    ],
+)
 def test_values_of_the_wrong_type_are_refused_naming_notebook_key_type_and_value(typed, override, expected):
     key = override.partition("=")[0]
     with pytest.raises(ParameterError) as info:
@@ -169,14 +205,20 @@ def test_parameter_files_are_type_checked_too(typed):
     path = typed / "params" / "02_typed.yaml"
     text = path.read_text()
     path.write_text(text.replace("  n: 2", "  n: two"))
-    with pytest.raises(ParameterError, match=r"02_typed.yaml \(smoke section\): parameter n of notebook 02_typed "
-                                             r"expects an integer \(its default is 10\); got 'two'"):
+    with pytest.raises(
+        ParameterError,
+        match=r"02_typed.yaml \(smoke section\): parameter n of notebook 02_typed "
+        r"expects an integer \(its default is 10\); got 'two'",
+    ):
         resolve_params("02_typed")  # a full run reads the smoke section too: the file is wrong either way
     path.write_text(text.replace("rate: 0.5", "rate: [0.5]"))
     with pytest.raises(ParameterError, match=r"02_typed.yaml: parameter rate .* expects a number"):
         resolve_params("02_typed", smoke=True)
-    for bad, match in [("n: [1\n", r"02_typed.yaml line 2: not valid YAML"), ("- 1\n", "must hold a mapping"),
-                       ("n: 1\nsmoke: [1]\n", "smoke section must be a mapping")]:
+    for bad, match in [
+        ("n: [1\n", r"02_typed.yaml line 2: not valid YAML"),
+        ("- 1\n", "must hold a mapping"),
+        ("n: 1\nsmoke: [1]\n", "smoke section must be a mapping"),
+    ]:
         path.write_text(bad)
         with pytest.raises(ParameterError, match=match):
             resolve_params("02_typed")
@@ -200,19 +242,26 @@ def test_bad_input_stops_before_any_kernel_starts(typed, monkeypatch, capsys):
 
     started = []
     monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: started.append(a))
-    (typed / "params" / "02_typed.yaml").write_text((typed / "params" / "02_typed.yaml").read_text()
-                                                    .replace("  n: 2", "  n: 2.5"))
+    (typed / "params" / "02_typed.yaml").write_text(
+        (typed / "params" / "02_typed.yaml").read_text().replace("  n: 2", "  n: 2.5")
+    )
     # 01_demo is fine and comes first; 02_typed's smoke section is wrong: neither runs
     assert main(["all", "--smoke"]) == 2
     assert started == []
     err = capsys.readouterr().err.strip()
     assert err.startswith("python -m scp.suite.runner: error: ") and len(err.splitlines()) == 1
-    assert err.endswith("02_typed.yaml (smoke section): parameter n of notebook 02_typed expects an integer (its "
-                        "default is 10); got 2.5 (float)")
-    for argv, words in [(["01_demo", "-p", "n=abc"], "parameter n of notebook 01_demo expects an integer"),
-                        (["01_demo", "-p", "m=1"], "unknown parameter 'm'"), (["01_demo", "-p", "n"], "key=value"),
-                        (["nope"], "no notebook"), ([], "name the notebooks to run, or all"),
-                        (["01_demo", "--out", str(typed / "params" / "01_demo.yaml")], "is a file")]:
+    assert err.endswith(
+        "02_typed.yaml (smoke section): parameter n of notebook 02_typed expects an integer (its "
+        "default is 10); got 2.5 (float)"
+    )
+    for argv, words in [
+        (["01_demo", "-p", "n=abc"], "parameter n of notebook 01_demo expects an integer"),
+        (["01_demo", "-p", "m=1"], "unknown parameter 'm'"),
+        (["01_demo", "-p", "n"], "key=value"),
+        (["nope"], "no notebook"),
+        ([], "name the notebooks to run, or all"),
+        (["01_demo", "--out", str(typed / "params" / "01_demo.yaml")], "is a file"),
+    ]:
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and words in err and "Traceback" not in err, err
@@ -241,8 +290,9 @@ def test_run_passes_parameters_and_out_dir(project, tmp_path):
 
 
 def test_failure_names_notebook_cell_and_error(project, capsys):
-    write_notebook(project / "notebooks" / "02_broken.ipynb", "out_dir = None  # set by the runner",
-                   "x = 1", "y = 2\nz = 1 / 0")
+    write_notebook(
+        project / "notebooks" / "02_broken.ipynb", "out_dir = None  # set by the runner", "x = 1", "y = 2\nz = 1 / 0"
+    )
     (project / "params" / "02_broken.yaml").write_text("{}\n")
     with pytest.raises(NotebookFailed) as info:
         runner.run_notebook("02_broken", smoke=True, out_dir=project / "out")

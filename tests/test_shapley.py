@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+from scp.core.closed_forms import max_game_shapley, max_shapley
+from scp.core.enumeration import exact, leave_one_out, shapley_from_table
+from scp.core.estimators import estimate
 from scp.core.games import (
     AdditiveGame,
     FunctionGame,
@@ -13,20 +16,12 @@ from scp.core.games import (
     UnanimityGame,
     all_coalitions,
 )
-from scp.core.shapley import (
-    estimate,
-    exact,
-    leave_one_out,
-    max_game_shapley,
-    max_shapley,
-    monte_carlo,
-    sample_permutations,
-    shapley_from_table,
-)
+from scp.core.monte_carlo import monte_carlo
+from scp.core.permutations import sample_permutations
 
 
 def brute_force_shapley(game):
-    """Σ over permutations: the definition, independent of scp.core.shapley's weights."""
+    """Σ over permutations: the definition, independent of scp.core.enumeration's weights."""
     import itertools
 
     n = game.n_players
@@ -214,9 +209,15 @@ class CountingGame:
         return self.game(coalitions)
 
 
-@pytest.mark.parametrize("method, kwargs", [("exact", {}), ("loo", {}),
-                                            ("monte_carlo", dict(n_permutations=13, seed=0)),
-                                            ("monte_carlo", dict(n_permutations=14, antithetic=True, seed=0))])
+@pytest.mark.parametrize(
+    "method, kwargs",
+    [
+        ("exact", {}),
+        ("loo", {}),
+        ("monte_carlo", dict(n_permutations=13, seed=0)),
+        ("monte_carlo", dict(n_permutations=14, antithetic=True, seed=0)),
+    ],
+)
 def test_n_evaluations_counts_real_game_evaluations(method, kwargs):
     game = CountingGame(TableGame.random(6, seed=1))
     res = estimate(game, method, **kwargs)

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scp.core.enumeration import exact, leave_one_out, shapley_from_table
 from scp.core.games import FunctionGame, TableGame
-from scp.core.shapley import exact, leave_one_out, monte_carlo, naive_monte_carlo, shapley_from_table
+from scp.core.monte_carlo import monte_carlo, naive_monte_carlo
 from scp.data.text import is_blank, split_sentences
 from scp.errors import DataFormatError, InputError, InputTypeError
 
@@ -29,19 +30,24 @@ def pruner(model="deepsets", **kwargs):
     from scp.models.factory import build_model
     from scp.pruning.pruner import ShapleyPruner
 
-    config = TrainConfig(embedder="random", model=model, query_mode="product_concat", features=("cos", "bm25z"),
-                         hidden=16, latent=8)
+    config = TrainConfig(
+        embedder="random", model=model, query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8
+    )
     embedder = RandomEmbedder(32)
     return ShapleyPruner(build_model(config, embedder.dim), config, embedder, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------ scp eval
 
+
 def test_s3_checkpoint_with_a_method_that_ignores_it_is_an_error():
     from scp.pruning.evaluation import make_ranker, run_eval
 
-    with pytest.raises(InputError, match=r"--checkpoint only applies to the methods that use one \(scp, scp-loo\); "
-                                         r"method 'bm25' does not read junk.safetensors"):
+    with pytest.raises(
+        InputError,
+        match=r"--checkpoint only applies to the methods that use one \(scp, scp-loo, pointwise\); "
+        r"method 'bm25' does not read junk.safetensors",
+    ):
         run_eval("hotpotqa", "bm25", checkpoint="junk.safetensors", limit=2)
     with pytest.raises(InputError, match="only applies"):
         make_ranker("cosine", checkpoint="junk.safetensors")
@@ -68,8 +74,9 @@ def test_s4_duplicate_example_id_is_an_error_naming_file_id_and_lines(tmp_path, 
 def test_s6_pointwise_checkpoint_with_control_variate_is_an_error():
     from scp.pruning.evaluation import run_eval
 
-    with pytest.raises(InputError, match="control_variate='position' does not apply to this checkpoint: its model "
-                                         "is 'pointwise'"):
+    with pytest.raises(
+        InputError, match="control_variate='position' does not apply to this checkpoint: its model is 'pointwise'"
+    ):
         pruner("pointwise", control_variate="position")
     with pytest.raises(InputError, match="estimator='exact' does not apply"):
         pruner("pointwise", estimator="exact")
@@ -81,8 +88,10 @@ def test_s6_pointwise_checkpoint_with_control_variate_is_an_error():
 def test_s7_pointwise_checkpoint_with_adaptive_budget_is_an_error():
     from scp.pruning.evaluation import run_eval
 
-    with pytest.raises(InputError, match="n_permutations='adaptive' does not apply to this checkpoint: its model is "
-                                         "'pointwise'.*no permutations"):
+    with pytest.raises(
+        InputError,
+        match="n_permutations='adaptive' does not apply to this checkpoint: its model is 'pointwise'.*no permutations",
+    ):
         pruner("pointwise", n_permutations="adaptive")
     assert pruner("pointwise").rank("q", ["a b", "c d"]).method == "pointwise"  # the plain pointwise ranker works
     if Path(POINTWISE).is_file():
@@ -91,6 +100,7 @@ def test_s7_pointwise_checkpoint_with_adaptive_budget_is_an_error():
 
 
 # ------------------------------------------------------------------------------------------- empty units
+
 
 def test_s5_zero_width_unit_is_empty():
     for blank in ["", "   ", ZERO_WIDTH, "\ufeff", "\u2060", " \u200b\u200c\u200d \n", "\u00a0\u3000"]:
@@ -108,11 +118,22 @@ def test_s5_zero_width_unit_is_empty():
     from scp.pruning.corpus import parse_line
 
     assert parse_line(json.dumps({"question": "q", "sentences": ["a", ZERO_WIDTH]}), 1).error == "sentence 1 is empty"
-    assert "question must be a non-empty string" in parse_line(json.dumps({"question": ZERO_WIDTH,
-                                                                           "sentences": ["a"]}), 1).error
+    assert (
+        "question must be a non-empty string"
+        in parse_line(json.dumps({"question": ZERO_WIDTH, "sentences": ["a"]}), 1).error
+    )
     with pytest.raises(DataFormatError, match="unit 0 is empty"):
-        Example(id="x", query="q", units=(ZERO_WIDTH,), labels=(0,), titles=("",), paragraph_ids=(0,), answers=(),
-                dataset="t", granularity="sentence")
+        Example(
+            id="x",
+            query="q",
+            units=(ZERO_WIDTH,),
+            labels=(0,),
+            titles=("",),
+            paragraph_ids=(0,),
+            answers=(),
+            dataset="t",
+            granularity="sentence",
+        )
 
 
 def test_s12_zero_width_unit_cannot_be_the_one_kept():
@@ -127,6 +148,7 @@ def test_s12_zero_width_unit_cannot_be_the_one_kept():
 
 
 # ------------------------------------------------------------------------------------ argument types
+
 
 def test_s10_dict_of_sentences_is_a_type_error():
     p = pruner()
@@ -150,6 +172,7 @@ def test_s11_str_titles_is_a_type_error():
 
 # ------------------------------------------------------------------------------------------ game values
 
+
 def complex_game(n=3):
     return FunctionGame(lambda C: C.sum(1) * 1j, n)
 
@@ -167,8 +190,11 @@ def test_s8_complex_game_values_are_an_error_in_monte_carlo(game):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # not numpy's ComplexWarning: an error
-        for estimate in (lambda: monte_carlo(game, 10, seed=0), lambda: naive_monte_carlo(game, 4, seed=0),
-                         lambda: adaptive_monte_carlo(game, 1, value_range=3.0, seed=0)):
+        for estimate in (
+            lambda: monte_carlo(game, 10, seed=0),
+            lambda: naive_monte_carlo(game, 4, seed=0),
+            lambda: adaptive_monte_carlo(game, 1, value_range=3.0, seed=0),
+        ):
             with pytest.raises(InputError, match="gave complex values .*must be real numbers"):
                 estimate()
 
@@ -191,6 +217,7 @@ def test_s9_complex_game_values_are_an_error_in_exact_and_loo(game):
 
 # ------------------------------------------------------------------------------------------ exact hang
 
+
 def test_hang_exact_with_22_players_finishes():
     """The 2^n coalition matrix was rebuilt for every batch (n = 22: over a minute); now it is enumerated once."""
     weights = np.arange(22, dtype=float)
@@ -208,8 +235,12 @@ def test_hang_exact_with_22_players_finishes():
 def test_hang_exact_is_refused_before_any_work_when_too_large():
     def never(C):
         raise AssertionError("evaluated a coalition of a game exact should refuse")
-    with pytest.raises(InputError, match=r"n = 40 players enumerates 2\^40 = 1,099,511,627,776 coalitions and needs "
-                                         r"about [\d,.]+ GiB of memory.*use monte_carlo\(game, n_permutations=M\)"):
+
+    with pytest.raises(
+        InputError,
+        match=r"n = 40 players enumerates 2\^40 = 1,099,511,627,776 coalitions and needs "
+        r"about [\d,.]+ GiB of memory.*use monte_carlo\(game, n_permutations=M\)",
+    ):
         exact(FunctionGame(never, 40), max_players=40)
     with pytest.raises(InputError, match="exceeds max_players = 16"):  # the default limit stays 16
         exact(FunctionGame(never, 17))
@@ -222,14 +253,19 @@ def test_hang_exact_is_refused_from_the_measured_rate():
         calls.append(len(C))
         time.sleep(1e-3 * len(C))
         return C.sum(1).astype(float)
+
     t0 = time.perf_counter()
-    with pytest.raises(InputError, match=r"2\^20 = 1,048,576 coalitions: at this game's measured rate .* that takes "
-                                         r"about [\d.]+ (min|h), more than max_seconds = 5 .*monte_carlo"):
+    with pytest.raises(
+        InputError,
+        match=r"2\^20 = 1,048,576 coalitions: at this game's measured rate .* that takes "
+        r"about [\d.]+ (min|h), more than max_seconds = 5 .*monte_carlo",
+    ):
         exact(FunctionGame(slow, 20), max_players=20, max_seconds=5)
     assert time.perf_counter() - t0 < 5 and sum(calls) < 2000  # a cheap probe, not the enumeration
 
 
 # --- a GPU asked for where torch sees none: a clear error before any work --------------------------------------
+
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU: the request is valid")
 def test_cuda_requested_without_a_gpu_is_an_error_naming_it(tmp_path):
@@ -260,9 +296,9 @@ def test_s9_complex_tables_are_an_error_in_theory_and_landscape():
 
 
 def test_s5_rankers_refuse_blank_units_and_queries():
-    from scp.pruning.rankers import get_ranker
+    from scp.pruning.evaluation import make_ranker
 
-    bm25 = get_ranker("bm25")
+    bm25 = make_ranker("bm25")
     assert bm25.score("who?", ["Ann wrote it.", "Bob read it."]).shape == (2,)
     with pytest.raises(InputError, match="unit 1 is empty"):
         bm25.score("who?", ["Ann wrote it.", "\u200b\u200b"])

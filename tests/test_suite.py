@@ -40,7 +40,7 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
         nb = nbformat.v4.new_notebook()
         nb.metadata["papermill"] = {"duration": seconds}
         nbformat.write(nb, clone / "runs" / f"{name}.ipynb")
-    nbformat.write(nbformat.v4.new_notebook(), clone / "runs" / "scratch.ipynb")   # not a suite notebook
+    nbformat.write(nbformat.v4.new_notebook(), clone / "runs" / "scratch.ipynb")  # not a suite notebook
     assert suite.run_durations(clone / "runs")["01_train_value_network"] == 2323.6
     root = tmp_path / "root"
     path = suite.record_cold_run(clone, root, note="two shared cores")

@@ -1,4 +1,5 @@
-"""scp.experiments.supermodularity: the games trained networks play on real contexts, and how often they are not convex."""
+"""scp.experiments.supermodularity: the games trained networks play on real contexts, and how often they are not
+convex."""
 
 import numpy as np
 import pytest
@@ -21,8 +22,7 @@ def contexts(n_contexts=3, n_units=9, dim=16):
 def nets(dim=16):
     torch.manual_seed(0)
     convex = ConvexDeepSets(embed_dim=dim, hidden=32, latent=16, query_mode="product_concat", n_extra=2).eval()
-    free = DeepSetsValue(embed_dim=dim, hidden=32, latent=16, query_mode="product_concat", n_extra=2,
-                         skip=True).eval()
+    free = DeepSetsValue(embed_dim=dim, hidden=32, latent=16, query_mode="product_concat", n_extra=2, skip=True).eval()
     return convex, free
 
 
@@ -37,15 +37,21 @@ def test_logit_copy_is_the_logit_of_the_bounded_game_and_leaves_the_network_alon
     f64 = float64_network(net, logit=True)
     assert next(f64.parameters()).dtype == torch.float64 and not f64.training
     with torch.no_grad():  # the float64 game agrees with the float32 network up to float32 rounding
-        v32 = net(ctx.units[None].expand(64, -1, -1), ctx.query[None].expand(64, -1), torch.as_tensor(C),
-                  ctx.extra[None].expand(64, -1, -1)).numpy()
+        v32 = net(
+            ctx.units[None].expand(64, -1, -1),
+            ctx.query[None].expand(64, -1),
+            torch.as_tensor(C),
+            ctx.extra[None].expand(64, -1, -1),
+        ).numpy()
     np.testing.assert_allclose(v, v32, atol=1e-5)
 
 
 def test_convex_logit_game_has_no_violation_and_the_free_network_has_some():
     convex, free = nets()
-    rows = {name: violation_rates(net, contexts(), n_samples=400, seed=0) for name, net in
-            (("convex", convex), ("free", free))}
+    rows = {
+        name: violation_rates(net, contexts(), n_samples=400, seed=0)
+        for name, net in (("convex", convex), ("free", free))
+    }
     assert len(rows["convex"]) == 2 * 3 and {r["game"] for r in rows["convex"]} == {"logit", "bounded"}
     convex_logit = [r for r in rows["convex"] if r["game"] == "logit"]
     assert all(r["n_violations"] == 0 and r["max_violation"] == 0.0 for r in convex_logit)

@@ -91,7 +91,9 @@ def test_niah_file_and_list_haystack(tmp_path: Path) -> None:
     assert all(u.startswith("Sentence number") for u in filler)
     numbers = [int(u.split()[2]) for u in filler]
     assert all((b - a) % 60 == 1 for a, b in zip(numbers, numbers[1:]))  # contiguous window, wrapping
-    as_list = make_niah(30, 0.5, 2, haystack=[f"Sentence number {i} talks about item {1000000 + i}." for i in range(60)], seed=1)
+    as_list = make_niah(
+        30, 0.5, 2, haystack=[f"Sentence number {i} talks about item {1000000 + i}." for i in range(60)], seed=1
+    )
     assert as_list.units == ex.units and as_list.meta["haystack"] == "list"
     with pytest.raises(ValueError, match="usable sentences"):
         make_niah(100, 0.5, 1, haystack=path)
@@ -147,10 +149,16 @@ def test_dose_protocol_example() -> None:
 @pytest.mark.parametrize("n_copies", [1, 3])
 def test_make_redundancy_on_real_example(n_copies: int) -> None:
     base = Example(
-        id="toy", query="Where did the company move in 1990?",
+        id="toy",
+        query="Where did the company move in 1990?",
         units=("In 1990, the company moved to Paris.", "The weather was mild.", "He won the award after the war."),
-        labels=(1, 0, 1), titles=("Firm", "Weather", "Man"), paragraph_ids=(0, 1, 2), answers=("Paris",),
-        dataset="toy", granularity="sentence", meta={"type": "bridge"},
+        labels=(1, 0, 1),
+        titles=("Firm", "Weather", "Man"),
+        paragraph_ids=(0, 1, 2),
+        answers=("Paris",),
+        dataset="toy",
+        granularity="sentence",
+        meta={"type": "bridge"},
     )
     ex = make_redundancy(base, n_copies=n_copies, seed=5)
     assert ex.n_units == 3 + 2 * n_copies and ex.n_positive == 2 + 2 * n_copies
@@ -177,7 +185,9 @@ def test_make_redundancy_default_is_dose_protocol() -> None:
 def test_niah_keys_and_values_avoid_the_haystack() -> None:
     from scp.data.synthetic import _KEY_ADJECTIVES, _KEY_NOUNS
 
-    all_but_one = [f"The {a}-{n} was seen." for a in _KEY_ADJECTIVES for n in _KEY_NOUNS if (a, n) != ("amber", "anchor")]
+    all_but_one = [
+        f"The {a}-{n} was seen." for a in _KEY_ADJECTIVES for n in _KEY_NOUNS if (a, n) != ("amber", "anchor")
+    ]
     ex = make_niah(len(all_but_one) + 1, 0.5, 1, haystack=all_but_one)
     assert ex.meta["keys"] == ("amber-anchor",)
     _assert_answerable_only_from_needles(ex)
@@ -198,5 +208,7 @@ def test_niah_drops_magic_number_sentences_from_real_haystacks() -> None:
 
 
 def test_redundancy_copies_land_at_seeded_positions() -> None:
-    layouts = {tuple(i for i, c in enumerate(make_redundancy(None, 1, seed=s).meta["copy_of"]) if c >= 0) for s in range(8)}
+    layouts = {
+        tuple(i for i, c in enumerate(make_redundancy(None, 1, seed=s).meta["copy_of"]) if c >= 0) for s in range(8)
+    }
     assert len(layouts) > 3

@@ -14,8 +14,14 @@ from scp.data.text import WORD_TOKENIZER, split_sentences, word_tokens
         ("J. R. R. Tolkien wrote it. He was British.", ["J. R. R. Tolkien wrote it.", "He was British."]),
         ("The U.S. Army grew. It was big.", ["The U.S. Army grew.", "It was big."]),
         ("Use a tool, e.g. A hammer, i.e. This one. Done.", ["Use a tool, e.g. A hammer, i.e. This one.", "Done."]),
-        ("Apple Inc. Is big? Yes! Apples, pears, etc. The end.", ["Apple Inc.", "Is big?", "Yes!", "Apples, pears, etc.", "The end."]),
-        ("Born Jan. 5, 1990 in St. Louis. Smith et al. (2019) agree.", ["Born Jan. 5, 1990 in St. Louis.", "Smith et al. (2019) agree."]),
+        (
+            "Apple Inc. Is big? Yes! Apples, pears, etc. The end.",
+            ["Apple Inc.", "Is big?", "Yes!", "Apples, pears, etc.", "The end."],
+        ),
+        (
+            "Born Jan. 5, 1990 in St. Louis. Smith et al. (2019) agree.",
+            ["Born Jan. 5, 1990 in St. Louis.", "Smith et al. (2019) agree."],
+        ),
         ("It costs $1.5 million. Pi is 3.14. Done.", ["It costs $1.5 million.", "Pi is 3.14.", "Done."]),
         ("See No. 5 on p. 12 of it. No. Never.", ["See No. 5 on p. 12 of it.", "No.", "Never."]),
         ('He said "Stop." Then he left.', ['He said "Stop."', "Then he left."]),
@@ -46,5 +52,15 @@ def test_split_sentences_keeps_all_words_and_is_deterministic() -> None:
 
 def test_word_tokens() -> None:
     assert WORD_TOKENIZER == "regex-words"
-    assert word_tokens("The U.S. costs $1.5 — naïve_case, DON'T!") == ["the", "u", "s", "costs", "1", "5", "naïve_case", "don", "t"]
+    assert word_tokens("The U.S. costs $1.5 — naïve_case, DON'T!") == [
+        "the",
+        "u",
+        "s",
+        "costs",
+        "1",
+        "5",
+        "naïve_case",
+        "don",
+        "t",
+    ]
     assert word_tokens("  ...  ") == []

@@ -82,7 +82,9 @@ def test_mc_error_bound_formula_and_monotonicity():
     assert th.mc_error_bound(1.0, 10, 10**12, 0.1, eps_approx=0.05) == pytest.approx(0.1, abs=1e-5)
 
 
-@pytest.mark.parametrize("B,n,target,delta,eps", [(1.0, 10, 0.1, 0.05, 0.0), (3.0, 50, 0.5, 0.01, 0.1), (0.5, 1, 0.02, 0.2, 0.0)])
+@pytest.mark.parametrize(
+    "B,n,target,delta,eps", [(1.0, 10, 0.1, 0.05, 0.0), (3.0, 50, 0.5, 0.01, 0.1), (0.5, 1, 0.02, 0.2, 0.0)]
+)
 def test_sample_size_inverts_mc_error_bound(B, n, target, delta, eps):
     M = th.sample_size(B, n, target, delta, eps)
     assert M == max(1, math.ceil(2 * B * B * math.log(2 * n / delta) / (target - 2 * eps) ** 2))
@@ -307,7 +309,9 @@ def test_supermodularity_violation_rate():
 
     # violated only when S = ∅ (f(2) − 2f(1) + f(0) = −1; second differences are +2 otherwise):
     # P(|S| = 0) = 1/(n − 1) under the uniform size distribution
-    f = lambda s: 0.0 if s == 0 else 2.0 + (s - 1) ** 2
+    def f(s):
+        return 0.0 if s == 0 else 2.0 + (s - 1) ** 2
+
     n = 5
     r = th.supermodularity_violation_rate(size_game(f, n), n, 4000, seed=1)
     assert r.rate == pytest.approx(1 / (n - 1), abs=0.03)

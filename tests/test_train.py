@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from scp.core.shapley import derive_seed
+from scp.core.permutations import derive_seed
 from scp.data.embedders import RandomEmbedder
 from scp.data.features import build_contexts, collate, context_key
 from scp.models import checkpoint
@@ -14,7 +14,7 @@ from scp.models.factory import build_model, load_checkpoint
 from scp.models.pointwise import PointwiseScorer
 from scp.pruning.evaluation import SCPRanker
 from scp.pruning.pruner import ShapleyPruner
-from scp.training.loop import pairwise_margin_loss, train, unit_scores
+from scp.training.loop import differentiable_scores, pairwise_margin_loss, train
 
 QUERIES = [f"what is the capital of country {i}" for i in range(24)]
 
@@ -23,7 +23,7 @@ def toy_contexts(embedder, features=("cos", "bm25z")):
     """Each context: 2 supporting sentences sharing words with the query, 6 unrelated ones."""
     rng = np.random.default_rng(0)
     units, labels = [], []
-    for i, q in enumerate(QUERIES):
+    for i in range(len(QUERIES)):
         pos = [f"the capital of country {i} is city {i}", f"country {i} has its capital at the river"]
         neg = [f"unrelated sentence number {j} about topic {rng.integers(1000)}" for j in range(6)]
         order = rng.permutation(8)
@@ -35,8 +35,18 @@ def toy_contexts(embedder, features=("cos", "bm25z")):
 
 
 def small_config(**kw):
-    base = dict(embedder="random", query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8,
-                epochs=2, n_permutations=6, eval_permutations=6, batch_size=8, dropout=0.1)
+    base = dict(
+        embedder="random",
+        query_mode="product_concat",
+        features=("cos", "bm25z"),
+        hidden=16,
+        latent=8,
+        epochs=2,
+        n_permutations=6,
+        eval_permutations=6,
+        batch_size=8,
+        dropout=0.1,
+    )
     return TrainConfig(**{**base, **kw})
 
 
@@ -65,7 +75,9 @@ def test_one_step_lowers_the_loss(model):
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
 
     def loss():
-        return pairwise_margin_loss(unit_scores(net, batch, 6, False, seed=1), batch.labels, batch.mask, 0.15)
+        scores = differentiable_scores(net, batch, 6, False, seed=1)
+        return pairwise_margin_loss(scores, batch.labels, batch.mask, 0.15)
+
     before = loss()
     opt.zero_grad()
     before.backward()
@@ -89,8 +101,10 @@ def test_checkpoint_round_trip_seed_determinism_and_resume(tmp_path):
     c = train(config, tr, va, tmp_path / "c", emb.id, progress=False, resume=True)
     wc = checkpoint.load(c.last_path)["weights"]
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
+
     def strip(history):
         return [{k: v for k, v in h.items() if k != "seconds"} for h in history]
+
     assert strip(c.history) == strip(a.history)
     # a different seed gives different weights
     d = train(small_config(epochs=1, seed=1), tr, va, tmp_path / "d", emb.id, progress=False)
@@ -103,12 +117,17 @@ def test_checkpoint_round_trip_seed_determinism_and_resume(tmp_path):
     fresh.load_state_dict(checkpoint.load(a.best_path)["weights"])
     fresh.eval()
     batch = collate(va)
-    torch.testing.assert_close(unit_scores(model, batch, 6, False, 3), unit_scores(fresh, batch, 6, False, 3),
-                               rtol=0, atol=0)
+    torch.testing.assert_close(
+        differentiable_scores(model, batch, 6, False, 3),
+        differentiable_scores(fresh, batch, 6, False, 3),
+        rtol=0,
+        atol=0,
+    )
     pruner = ShapleyPruner.from_checkpoint(a.best_path, embedder=emb, n_permutations=6, seed=3)
     r1 = pruner.rank(QUERIES[0], ["the capital of country 0 is city 0", "cats purr", "dogs bark"])
     r2 = ShapleyPruner.from_checkpoint(a.best_path, embedder=emb, n_permutations=6, seed=3).rank(
-        QUERIES[0], ["the capital of country 0 is city 0", "cats purr", "dogs bark"])
+        QUERIES[0], ["the capital of country 0 is city 0", "cats purr", "dogs bark"]
+    )
     np.testing.assert_array_equal(r1.values, r2.values)
     units = ["the capital of country 0 is city 0", "cats purr", "dogs bark"]
     assert r1.n_permutations == 6 and r1.seed == derive_seed(3, context_key(QUERIES[0], units))
@@ -136,7 +155,9 @@ def test_pruner_api(tmp_path):
     assert out.n_units == 4 and len(out.kept_indices) == 2 and 0 < out.kept_tokens < out.original_tokens
     assert pruner.prune(QUERIES[3], text, top_k=1).kept_tokens > 0
     assert pruner.prune(QUERIES[3], text, token_budget=8).kept_tokens <= 8
-    exact = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="exact").rank(QUERIES[3], text.split(". "))
+    exact = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="exact").rank(
+        QUERIES[3], text.split(". ")
+    )
     assert exact.method == "exact"
     with pytest.raises(ValueError, match="empty context"):
         pruner.rank(QUERIES[3], [])
@@ -150,12 +171,19 @@ def test_pruner_api(tmp_path):
         ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="kernel")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(n_permutations=0), "n_permutations"), (dict(embedder="no-such-embedder"), "unknown embedder"),
-    (dict(model="transformer"), "model"), (dict(query_mode="member", features=("cos",)), "member"),
-    (dict(model="pointwise", query_mode="member", features=()), "pointwise"), (dict(features=("idf",)), "feature"),
-    (dict(margin=0.0), "margin"), (dict(n_permutations=5, antithetic=True), "even"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_permutations=0), "n_permutations"),
+        (dict(embedder="no-such-embedder"), "unknown embedder"),
+        (dict(model="transformer"), "model"),
+        (dict(query_mode="member", features=("cos",)), "member"),
+        (dict(model="pointwise", query_mode="member", features=()), "pointwise"),
+        (dict(features=("idf",)), "feature"),
+        (dict(margin=0.0), "margin"),
+        (dict(n_permutations=5, antithetic=True), "even"),
+    ],
+)
 def test_bad_configs(kwargs, match):
     with pytest.raises(ValueError, match=match):
         small_config(**kwargs)
@@ -198,9 +226,9 @@ def _damage(path, how):
     data = bytearray(path.read_bytes())
     if how == "flipped":
         middle = len(data) // 2
-        data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+        data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
     elif how == "truncated":
-        data = data[:len(data) // 2]
+        data = data[: len(data) // 2]
     elif how == "empty":
         data = b""
     elif how == "random":
@@ -208,8 +236,15 @@ def _damage(path, how):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("how, match", [("flipped", "corrupted|cannot be read"), ("truncated", "cannot be read"),
-                                        ("empty", "empty"), ("random", "cannot be read")])
+@pytest.mark.parametrize(
+    "how, match",
+    [
+        ("flipped", "corrupted|cannot be read"),
+        ("truncated", "cannot be read"),
+        ("empty", "empty"),
+        ("random", "cannot be read"),
+    ],
+)
 def test_damaged_checkpoints_are_refused_with_one_sentence(trained, tmp_path, how, match):
     emb, res = trained
     path = tmp_path / "best.safetensors"
@@ -229,8 +264,8 @@ def test_weight_bytes_flipped_are_caught_by_the_checksum(trained, tmp_path):
     emb, res = trained
     data = bytearray(res.best_path.read_bytes())
     n = struct.unpack("<Q", data[:8])[0]
-    start = 8 + n + json.loads(data[8:8 + n])["weights/psi.0.weight"]["data_offsets"][0]
-    data[start:start + 16] = bytes(b ^ 0x01 for b in data[start:start + 16])
+    start = 8 + n + json.loads(data[8 : 8 + n])["weights/psi.0.weight"]["data_offsets"][0]
+    data[start : start + 16] = bytes(b ^ 0x01 for b in data[start : start + 16])
     path = tmp_path / "tampered.safetensors"
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match="corrupted"):
@@ -252,8 +287,10 @@ def test_pruner_and_batched_ranker_agree_on_an_example(trained):
     """The same context gets the same Shapley values alone (pruner), in a batch, and at another position."""
     emb, res = trained
     pruner = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, n_permutations=8, seed=5)
-    contexts = [[f"the capital of country {i} is city {i}", "cats purr", "dogs bark at night", f"river {i}"][:2 + i]
-                for i in range(3)]
+    contexts = [
+        [f"the capital of country {i} is city {i}", "cats purr", "dogs bark at night", f"river {i}"][: 2 + i]
+        for i in range(3)
+    ]
     queries = QUERIES[:3]
     batched = SCPRanker(pruner).score_many(queries, contexts)
     reversed_ = SCPRanker(pruner).score_many(queries[::-1], contexts[::-1])[::-1]
@@ -269,6 +306,7 @@ def test_pruner_validates_before_ranking_and_warns_where_surprising(trained):
 
     def fail(*args, **kwargs):
         raise AssertionError("ranked before validating the criterion")
+
     pruner.rank = fail
     for bad in [dict(keep_ratio="0.5"), dict(top_k=0), dict(token_budget=-3), dict()]:
         with pytest.raises(ValueError, match="keep_ratio|top_k|token_budget|exactly one"):
@@ -280,8 +318,9 @@ def test_pruner_validates_before_ranking_and_warns_where_surprising(trained):
     with pytest.warns(UserWarning, match="keeps no unit"):
         assert pruner.prune(QUERIES[0], ["the capital of country 0", "cats purr"], token_budget=0).kept_text == ""
     # exact Shapley beyond the default 16 players, when asked for
-    exact = ShapleyPruner.from_checkpoint(res.best_path, embedder=emb, estimator="exact",
-                                          estimator_options=dict(max_players=17))
+    exact = ShapleyPruner.from_checkpoint(
+        res.best_path, embedder=emb, estimator="exact", estimator_options=dict(max_players=17)
+    )
     assert exact.rank(QUERIES[0], [f"sentence {i}" for i in range(17)]).n_evaluations == 2**17
 
 
@@ -289,8 +328,18 @@ def test_train_or_load_reuses_only_the_same_config(tmp_path, data_dir, monkeypat
     from scp.training import runs as train_module
 
     monkeypatch.setenv("SCP_CACHE_DIR", str(tmp_path / "cache"))
-    config = TrainConfig(embedder="random", query_mode="product_concat", features=("cos",), hidden=8, latent=4,
-                         epochs=1, n_permutations=4, eval_permutations=4, max_train_examples=12, max_val_examples=6)
+    config = TrainConfig(
+        embedder="random",
+        query_mode="product_concat",
+        features=("cos",),
+        hidden=8,
+        latent=4,
+        epochs=1,
+        n_permutations=4,
+        eval_permutations=4,
+        max_train_examples=12,
+        max_val_examples=6,
+    )
     first = train_module.train_or_load(config, tmp_path / "models")
     stamp = first.stat().st_mtime_ns
     assert train_module.train_or_load(config, tmp_path / "models") == first and first.stat().st_mtime_ns == stamp

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from scp.core.shapley import deepsets_shapley, exact, monte_carlo, sample_permutations
+from scp.core.enumeration import exact
+from scp.core.fast_path import deepsets_shapley
+from scp.core.monte_carlo import monte_carlo
+from scp.core.permutations import sample_permutations
 from scp.models.game import ValueNetGame
 from scp.models.value_net import QUERY_MODES, ConvexDeepSets, DeepSetsValue
 
@@ -35,9 +38,12 @@ def test_bounded_output_permutation_invariance_and_padding():
 
 def test_fast_path_equals_generic_path():
     torch.manual_seed(1)
-    variants = [(DeepSetsValue, dict(query_mode="member")), (DeepSetsValue, dict(query_mode="product")),
-                (DeepSetsValue, dict(query_mode="product", skip=True, output="clip", bound=3.0)),
-                (ConvexDeepSets, dict(query_mode="product"))]
+    variants = [
+        (DeepSetsValue, dict(query_mode="member")),
+        (DeepSetsValue, dict(query_mode="product")),
+        (DeepSetsValue, dict(query_mode="product", skip=True, output="clip", bound=3.0)),
+        (ConvexDeepSets, dict(query_mode="product")),
+    ]
     for cls, kw in variants:
         net = cls(embed_dim=24, hidden=48, latent=16, **kw).eval()
         units, query = torch.randn(9, 24), torch.randn(24)
@@ -63,7 +69,9 @@ def test_fast_path_batched_with_padding_matches_single_contexts():
         assert batch.values[b, :n].sum().item() == pytest.approx(game.grand_value - game.empty_value, abs=1e-5)
         # and converges to the exact values
         phi = exact(game).values
-        assert np.abs(batch.values[b, :n].detach().numpy() - phi).max() < 4 * batch.std_errors[b, :n].max().item() + 1e-4
+        assert (
+            np.abs(batch.values[b, :n].detach().numpy() - phi).max() < 4 * batch.std_errors[b, :n].max().item() + 1e-4
+        )
     assert batch.n_evaluations.tolist() == [64 * (n - 1) + 2 for n in lengths]
 
 
@@ -131,6 +139,7 @@ def test_convex_deepsets_is_supermodular_and_unconstrained_is_not():
                 h, base = net.encode(units[None], query[None])
                 pooled = base + torch.as_tensor(C, dtype=h.dtype) @ h[0]
                 return net.rho(pooled).squeeze(-1).double().numpy()
+
         return fn
 
     convex = ConvexDeepSets(embed_dim=d, hidden=32, latent=16).eval()
@@ -200,8 +209,9 @@ def test_scores_do_not_depend_on_batch_composition():
     seeds = [11, 12, 13, 14]
     batch = deepsets_shapley(net, units, query, mask, n_permutations=10, seed=seeds).values
     alone = deepsets_shapley(net, units[:1, :6], query[:1], n_permutations=10, seed=11).values
-    reordered = deepsets_shapley(net, units.flip(0), query.flip(0), mask.flip(0), n_permutations=10,
-                                 seed=seeds[::-1]).values.flip(0)
+    reordered = deepsets_shapley(
+        net, units.flip(0), query.flip(0), mask.flip(0), n_permutations=10, seed=seeds[::-1]
+    ).values.flip(0)
     torch.testing.assert_close(batch[0, :6], alone[0], atol=1e-6, rtol=0)
     torch.testing.assert_close(batch, reordered, atol=1e-6, rtol=0)
     via_game = monte_carlo(ValueNetGame(net, units[0, :6], query[0]), n_permutations=10, seed=11).values
@@ -228,4 +238,4 @@ def test_numpy_float64_inputs_and_overflow_are_handled():
     game = ValueNetGame(net, rng.normal(size=(5, 6)), rng.normal(size=6))  # float64 arrays, float32 network
     assert np.isfinite(exact(game).values).all()
     with pytest.raises(ValueError, match="overflowed"):
-        ValueNetGame(net, np.full((5, 6), 1e30), np.full(6, 1e30)).grand_value
+        _ = ValueNetGame(net, np.full((5, 6), 1e30), np.full(6, 1e30)).grand_value

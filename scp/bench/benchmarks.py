@@ -43,17 +43,19 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from scp.core.shapley import deepsets_shapley, exact, monte_carlo, naive_monte_carlo, resolve_prefix
+from scp.core.enumeration import exact
+from scp.core.fast_path import deepsets_shapley, resolve_prefix
+from scp.core.monte_carlo import monte_carlo, naive_monte_carlo
 from scp.errors import InputError
 from scp.models.game import ValueNetGame
 from scp.models.value_net import DeepSetsValue
-from scp.paths import ROOT, SHIPPED_MODEL
+from scp.paths import SHIPPED_MODEL
 
 CHECKPOINT = SHIPPED_MODEL
 RESULTS = Path("results/bench")
@@ -65,6 +67,7 @@ REF_SEED = 12345
 
 # ------------------------------------------------------------------------------------------------ plumbing
 
+
 def environment(device: str = "cpu", quick: bool = False) -> dict:
     """What the numbers depend on beyond the code: machine, threads, versions, load."""
     cpu = platform.processor() or platform.machine()
@@ -73,14 +76,23 @@ def environment(device: str = "cpu", quick: bool = False) -> dict:
             cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     except OSError:
         pass
-    env = {"cpu": cpu, "logical_cores": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-           "python": platform.python_version(), "device": device, "quick": quick,
-           "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-           "loadavg": list(os.getloadavg()), "date": time.strftime("%Y-%m-%d %H:%M")}
+    env = {
+        "cpu": cpu,
+        "logical_cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "device": device,
+        "quick": quick,
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "loadavg": list(os.getloadavg()),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
     try:
         from importlib.metadata import version
 
         import shapiq
+
         env["shapiq"] = getattr(shapiq, "__version__", None) or version("shapiq")
     except ImportError:
         env["shapiq"] = None
@@ -94,9 +106,13 @@ def spread(values: Sequence[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "repeats": len(values)}
 
 
-def timed_rounds(calls: dict[str, Callable[[int], object]], repeats: int, sync: Callable[[], None] = lambda: None,
-                 min_seconds: float = 0.05, failures: dict[str, str] | None = None
-                 ) -> tuple[dict[str, list[float]], dict[str, list[object]]]:
+def timed_rounds(
+    calls: dict[str, Callable[[int], object]],
+    repeats: int,
+    sync: Callable[[], None] = lambda: None,
+    min_seconds: float = 0.05,
+    failures: dict[str, str] | None = None,
+) -> tuple[dict[str, list[float]], dict[str, list[object]]]:
     """Seconds per call and outputs of ``repeats`` measurements of each ``calls[name](r)``, r = repeat index.
 
     One untimed warm-up call each first; it also sets how many back-to-back calls one measurement takes (enough
@@ -131,7 +147,7 @@ def timed_rounds(calls: dict[str, Callable[[int], object]], repeats: int, sync: 
 
 
 def write_json(obj, name: str, out_dir: Path = RESULTS) -> Path:
-    from scp.pruning.evaluation import write_json as atomic_write
+    from scp.io import write_json as atomic_write
 
     path = Path(out_dir) / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -141,6 +157,7 @@ def write_json(obj, name: str, out_dir: Path = RESULTS) -> Path:
 
 
 # ----------------------------------------------------------------------------------------------------- data
+
 
 def shipped_model(device: str = "cpu"):
     """(model, config) of the shipped checkpoint, in eval mode on ``device``."""
@@ -181,7 +198,7 @@ def hotpot_contexts(config, n: int, count: int, device: str = "cpu"):
 
 def make_game(model, context) -> ValueNetGame:
     """The best game for every estimator: ψ and ρ's first layer computed once, here, outside any timing."""
-    game = ValueNetGame(model, context.units, context.query, context.extra if model.n_extra else None, cache_psi=True)
+    game = ValueNetGame(model, context.units, context.query, context.extra, cache_psi=True)
     game.first_layer_rows()
     return game
 
@@ -191,7 +208,7 @@ def reference(game: ValueNetGame, m_ref: int) -> tuple[np.ndarray, float]:
     if game.n_players <= 16:
         return exact(game).values, 0.0
     res = monte_carlo(game, m_ref, antithetic=True, control_variate="position", seed=REF_SEED)
-    return res.values, float(np.sqrt(np.mean(res.std_errors ** 2)))
+    return res.values, float(np.sqrt(np.mean(res.std_errors**2)))
 
 
 # --------------------------------------------------------------------------------------------------- methods
@@ -221,11 +238,15 @@ def shapiq_methods() -> dict[str, tuple[Callable, dict]]:
         "shapiq PermutationSamplingSV": (lambda n, s: A.PermutationSamplingSV(n, random_state=s), {"all_in_one": True}),
         "shapiq KernelSHAP": (lambda n, s: A.KernelSHAP(n, random_state=s), {}),
         "shapiq KernelSHAP (pairing)": (lambda n, s: A.KernelSHAP(n, pairing_trick=True, random_state=s), {}),
-        "shapiq RegressionFSII (order 1, pairing)": (lambda n, s: A.RegressionFSII(n, max_order=1, pairing_trick=True,
-                                                                                  random_state=s), {}),
+        "shapiq RegressionFSII (order 1, pairing)": (
+            lambda n, s: A.RegressionFSII(n, max_order=1, pairing_trick=True, random_state=s),
+            {},
+        ),
         "shapiq kADDSHAP (pairing)": (lambda n, s: A.kADDSHAP(n, pairing_trick=True, random_state=s), {}),
-        "shapiq UnbiasedKernelSHAP (pairing)": (lambda n, s: A.UnbiasedKernelSHAP(n, pairing_trick=True,
-                                                                                  random_state=s), {}),
+        "shapiq UnbiasedKernelSHAP (pairing)": (
+            lambda n, s: A.UnbiasedKernelSHAP(n, pairing_trick=True, random_state=s),
+            {},
+        ),
         "shapiq SVARM": (lambda n, s: A.SVARM(n, random_state=s), {}),
         "shapiq SVARM (pairing)": (lambda n, s: A.SVARM(n, pairing_trick=True, random_state=s), {}),
         "shapiq OwenSamplingSV": (lambda n, s: A.OwenSamplingSV(n, random_state=s), {}),
@@ -251,18 +272,22 @@ def method_calls(games: list[ValueNetGame], m: int, names: Sequence[str], device
     calls = {}
     for name in names:
         if name == EXACT:
+
             def call(r):
                 j = r % len(games)
                 return exact(games[j]).values, j
         elif name in OURS:
+
             def call(r, kw=OURS[name]):
                 j = r % len(games)
                 return monte_carlo(games[j], m, seed=1000 + r, device=device, **kw).values, j
         elif name == "generic path (one batched game call)":
+
             def call(r):
                 j = r % len(games)
                 return monte_carlo(games[j], m, seed=1000 + r, path="generic").values, j
         elif name == "naive Algorithm 1 (one game call per coalition)":
+
             def call(r):
                 j = r % len(games)
                 return naive_monte_carlo(games[j], m, seed=1000 + r).values, j
@@ -275,6 +300,7 @@ def method_calls(games: list[ValueNetGame], m: int, names: Sequence[str], device
                 approx = make(n, 1000 + r)
                 kwargs = {"batch_size": m + 1} if opts.get("all_in_one") else {}
                 return approx.approximate(budget, games[j], **kwargs), j
+
         calls[name] = call
     return calls
 
@@ -293,6 +319,7 @@ def accuracy_row(outputs: list, refs: list[np.ndarray], n: int) -> dict:
 
 # ---------------------------------------------------------------------------------------------- estimator
 
+
 def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS) -> dict:
     """Latency and accuracy of every estimator at n = 41, M = 50 on real HotpotQA contexts (module docstring)."""
     n, m = 41, 50
@@ -304,13 +331,20 @@ def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS)
     from scp.data.features import collate
 
     batch = collate(contexts, device)
-    extra = batch.extra if model.n_extra else None
+    extra = batch.extra
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
     def batched(r):
         with torch.no_grad():
-            values = deepsets_shapley(model, batch.units, batch.query, batch.mask, extra, n_permutations=m,
-                                      seed=[1000 + r + j for j in range(n_contexts)]).values
+            values = deepsets_shapley(
+                model,
+                batch.units,
+                batch.query,
+                batch.mask,
+                extra,
+                n_permutations=m,
+                seed=[1000 + r + j for j in range(n_contexts)],
+            ).values
         return values.double().cpu().numpy()
 
     names = list(OURS) + ["generic path (one batched game call)", "naive Algorithm 1 (one game call per coalition)"]
@@ -325,11 +359,25 @@ def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS)
             outs = [(vals[j], j) for vals in outputs[name] for j in range(n_contexts)]
         else:
             outs = outputs[name]
-        rows.append({"method": name, "seconds_per_context": spread([t / per_context for t in times[name]]),
-                     **accuracy_row(outs, list(refs), n)})
-    result = {"env": environment(device, quick), "n": n, "m": m, "budget": budget_of(n, m), "contexts": n_contexts,
-              "model": "shipped (models/scp-hotpotqa-best.safetensors)", "m_ref": m_ref,
-              "reference_rms_se": float(np.mean(ref_se)), "rows": rows, "failed": failures}
+        rows.append(
+            {
+                "method": name,
+                "seconds_per_context": spread([t / per_context for t in times[name]]),
+                **accuracy_row(outs, list(refs), n),
+            }
+        )
+    result = {
+        "env": environment(device, quick),
+        "n": n,
+        "m": m,
+        "budget": budget_of(n, m),
+        "contexts": n_contexts,
+        "model": "shipped (models/scp-hotpotqa-best.safetensors)",
+        "m_ref": m_ref,
+        "reference_rms_se": float(np.mean(ref_se)),
+        "rows": rows,
+        "failed": failures,
+    }
     write_json(result, "estimator_gpu.json" if device.startswith("cuda") else "estimator.json", out_dir)
     print(format_estimator(result))
     return result
@@ -337,20 +385,27 @@ def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS)
 
 def format_estimator(result: dict) -> str:
     env = result["env"]
-    lines = [f"n = {result['n']} units, M = {result['m']} (budget {result['budget']} evaluations), "
-             f"{result['contexts']} HotpotQA test contexts, {result['model']}, {env['device']}, "
-             f"torch threads = {env['threads']}; reference: M_ref = {result['m_ref']} (RMS s.e. "
-             f"{result['reference_rms_se']:.1e})", "",
-             "| method | ms per context: median [min, max] | RMSE | Top-5 overlap |", "| --- | --- | --- | --- |"]
+    lines = [
+        f"n = {result['n']} units, M = {result['m']} (budget {result['budget']} evaluations), "
+        f"{result['contexts']} HotpotQA test contexts, {result['model']}, {env['device']}, "
+        f"torch threads = {env['threads']}; reference: M_ref = {result['m_ref']} (RMS s.e. "
+        f"{result['reference_rms_se']:.1e})",
+        "",
+        "| method | ms per context: median [min, max] | RMSE | Top-5 overlap |",
+        "| --- | --- | --- | --- |",
+    ]
     for row in result["rows"]:
         s = row["seconds_per_context"]
-        lines.append(f"| {row['method']} | {s['median'] * 1e3:.2f} [{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | "
-                     f"{row['rmse']:.2e} | {row['topk_overlap']:.2f} |")
+        lines.append(
+            f"| {row['method']} | {s['median'] * 1e3:.2f} [{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | "
+            f"{row['rmse']:.2e} | {row['topk_overlap']:.2f} |"
+        )
     lines += [f"\n{name} failed: {message}" for name, message in result.get("failed", {}).items()]
     return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------------------------- accuracy
+
 
 def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FIGURES) -> dict:
     """RMSE vs wall time of our estimators and shapiq's at n ∈ {10, 41, 100} (module docstring)."""
@@ -369,7 +424,7 @@ def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FI
         curves[n] = {name: [] for name in names}
         alive = list(names)
         for m in grid:
-            if budget_of(n, m) >= 2 ** n:  # at 2^n evaluations exact enumeration is the answer
+            if budget_of(n, m) >= 2**n:  # at 2^n evaluations exact enumeration is the answer
                 continue
             names_here = alive + ([EXACT] if n <= 16 and not curves[n].get(EXACT) else [])
             failed: dict[str, str] = {}
@@ -377,20 +432,35 @@ def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FI
             for name, message in failed.items():  # recorded; tried again at the next (larger) budget
                 failures.setdefault(str(n), {})[f"{name}, M = {m}"] = message
             if EXACT in names_here:
-                curves[n][EXACT] = [{"m": None, "budget": 2 ** n, "seconds": spread(times[EXACT]),
-                                     **accuracy_row(outputs[EXACT], list(refs), n)}]
+                curves[n][EXACT] = [
+                    {
+                        "m": None,
+                        "budget": 2**n,
+                        "seconds": spread(times[EXACT]),
+                        **accuracy_row(outputs[EXACT], list(refs), n),
+                    }
+                ]
             for name in [k for k in alive if k in times]:  # (exact is measured once: it does not depend on M)
                 t = spread(times[name])
-                curves[n][name].append({"m": m, "budget": budget_of(n, m), "seconds": t,
-                                        **accuracy_row(outputs[name], list(refs), n)})
+                curves[n][name].append(
+                    {"m": m, "budget": budget_of(n, m), "seconds": t, **accuracy_row(outputs[name], list(refs), n)}
+                )
                 if t["median"] > cap:  # larger budgets of this method would only cost more time
                     alive.remove(name)
             print(f"n = {n}, M = {m}: done", flush=True)
     ratios = {n: time_to_rmse_ratios(curves[n]) for n in curves}
-    result = {"env": environment("cpu", quick), "model": "shipped (models/scp-hotpotqa-best.safetensors)",
-              "contexts_per_n": n_contexts, "repeats": repeats, "m_ref": m_ref, "reference_rms_se": refs_se,
-              "time_cap_s": cap, "curves": {str(n): c for n, c in curves.items()}, "failed": failures,
-              "ratios": {str(n): r for n, r in ratios.items()}}
+    result = {
+        "env": environment("cpu", quick),
+        "model": "shipped (models/scp-hotpotqa-best.safetensors)",
+        "contexts_per_n": n_contexts,
+        "repeats": repeats,
+        "m_ref": m_ref,
+        "reference_rms_se": refs_se,
+        "time_cap_s": cap,
+        "curves": {str(n): c for n, c in curves.items()},
+        "failed": failures,
+        "ratios": {str(n): r for n, r in ratios.items()},
+    }
     result["figure"] = str(Path(figure_dir) / "accuracy_per_second.png")
     write_json(result, "accuracy.json", out_dir)
     plot_accuracy(result, figure_dir)
@@ -401,7 +471,7 @@ def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FI
 def time_to(points: list[dict], target: float) -> float | None:
     """Seconds a method needs to reach RMSE ≤ target: log-log interpolation along its (time, RMSE) curve made
     monotone (running minimum of RMSE over increasing time); its first time if already there; None if never."""
-    pts = sorted(((p["seconds"]["median"], p["rmse"]) for p in points))
+    pts = sorted((p["seconds"]["median"], p["rmse"]) for p in points)
     best, mono = math.inf, []
     for t, r in pts:
         best = min(best, r)
@@ -431,14 +501,33 @@ def time_to_rmse_ratios(curves: dict[str, list[dict]]) -> list[dict]:
         if not t_ours or not t_theirs:
             continue
         best_ours, best_theirs = min(t_ours, key=t_ours.get), min(t_theirs, key=t_theirs.get)
-        rows.append({"rmse": target, "ours": best_ours, "ours_seconds": t_ours[best_ours], "shapiq": best_theirs,
-                     "shapiq_seconds": t_theirs[best_theirs], "ratio": t_theirs[best_theirs] / t_ours[best_ours]})
+        rows.append(
+            {
+                "rmse": target,
+                "ours": best_ours,
+                "ours_seconds": t_ours[best_ours],
+                "shapiq": best_theirs,
+                "shapiq_seconds": t_theirs[best_theirs],
+                "ratio": t_theirs[best_theirs] / t_ours[best_ours],
+            }
+        )
     return rows
 
 
 OUR_COLOURS = ("tab:blue", "tab:red", "tab:green", "tab:orange")
-SHAPIQ_COLOURS = ("tab:purple", "tab:brown", "tab:pink", "lightcoral", "tab:gray", "tab:olive", "tab:cyan", "navy",
-                  "goldenrod", "black", "peru")
+SHAPIQ_COLOURS = (
+    "tab:purple",
+    "tab:brown",
+    "tab:pink",
+    "lightcoral",
+    "tab:gray",
+    "tab:olive",
+    "tab:cyan",
+    "navy",
+    "goldenrod",
+    "black",
+    "peru",
+)
 
 
 def plot_accuracy(result: dict, figure_dir: Path = FIGURES) -> Path:
@@ -461,8 +550,9 @@ def plot_accuracy(result: dict, figure_dir: Path = FIGURES) -> Path:
             if name not in styles:  # our estimators: solid, saturated; shapiq's: dashed, their own hues
                 palette = OUR_COLOURS if ours else SHAPIQ_COLOURS
                 colour = palette[sum(k.startswith("ours") == ours for k in styles) % len(palette)]
-                styles[name] = dict(ls="-" if ours else "--", marker="o" if ours else "s", lw=2.0 if ours else 1.2,
-                                    color=colour)
+                styles[name] = dict(
+                    ls="-" if ours else "--", marker="o" if ours else "s", lw=2.0 if ours else 1.2, color=colour
+                )
             style = styles[name]
             ax.plot([p["seconds"]["median"] for p in pts], [p["rmse"] for p in pts], label=name, ms=4, **style)
         ax.set_xscale("log")
@@ -479,8 +569,11 @@ def plot_accuracy(result: dict, figure_dir: Path = FIGURES) -> Path:
                 labels.append(label)
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     env = result["env"]
-    fig.suptitle(f"Shapley accuracy per second, shipped model on HotpotQA ({env['cpu']}, torch threads = "
-                 f"{env['threads']}{', quick run' if env['quick'] else ''})", fontsize=9)
+    fig.suptitle(
+        f"Shapley accuracy per second, shipped model on HotpotQA ({env['cpu']}, torch threads = "
+        f"{env['threads']}{', quick run' if env['quick'] else ''})",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0.14, 1, 0.95))
     figure_dir = Path(figure_dir)
     figure_dir.mkdir(parents=True, exist_ok=True)
@@ -497,58 +590,78 @@ def headline(result: dict, n: str = "41") -> dict | None:
     if not rows:
         return None
     hardest = min(rows, key=lambda r: r["rmse"])
-    return {"at_hardest": hardest, "min_ratio": min(r["ratio"] for r in rows),
-            "median_ratio": statistics.median(r["ratio"] for r in rows), "targets": len(rows)}
+    return {
+        "at_hardest": hardest,
+        "min_ratio": min(r["ratio"] for r in rows),
+        "median_ratio": statistics.median(r["ratio"] for r in rows),
+        "targets": len(rows),
+    }
 
 
 def format_accuracy(result: dict) -> str:
     lines = []
     for n, methods in result["curves"].items():
-        lines += [f"n = {n} (reference RMS s.e. {result['reference_rms_se'][n]:.1e})", "",
-                  "| method | M | budget | ms per context: median [min, max] | RMSE | Top-5 overlap |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            f"n = {n} (reference RMS s.e. {result['reference_rms_se'][n]:.1e})",
+            "",
+            "| method | M | budget | ms per context: median [min, max] | RMSE | Top-5 overlap |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for name, pts in methods.items():
             for p in pts:
                 s = p["seconds"]
-                lines.append(f"| {name} | {p['m']} | {p['budget']} | {s['median'] * 1e3:.2f} "
-                             f"[{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | {p['rmse']:.2e} | "
-                             f"{p['topk_overlap']:.2f} |")
+                lines.append(
+                    f"| {name} | {p['m']} | {p['budget']} | {s['median'] * 1e3:.2f} "
+                    f"[{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | {p['rmse']:.2e} | "
+                    f"{p['topk_overlap']:.2f} |"
+                )
         lines.append("")
-    lines += ["Time to reach an RMSE (best of each family; targets = RMSEs shapiq methods reach):", "",
-              "| n | target RMSE | our best | its time [ms] | best shapiq | its time [ms] | ratio |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [
+        "Time to reach an RMSE (best of each family; targets = RMSEs shapiq methods reach):",
+        "",
+        "| n | target RMSE | our best | its time [ms] | best shapiq | its time [ms] | ratio |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for n, rows in result["ratios"].items():
         shown = sorted(rows, key=lambda r: r["rmse"])
         if len(shown) > 8:  # eight targets spread over the range, the hardest included
             shown = [shown[i] for i in sorted({round(x) for x in np.linspace(0, len(shown) - 1, 8)})]
         for r in shown:
-            lines.append(f"| {n} | {r['rmse']:.2e} | {r['ours']} | {r['ours_seconds'] * 1e3:.2f} | {r['shapiq']} | "
-                         f"{r['shapiq_seconds'] * 1e3:.2f} | {r['ratio']:.1f}× |")
+            lines.append(
+                f"| {n} | {r['rmse']:.2e} | {r['ours']} | {r['ours_seconds'] * 1e3:.2f} | {r['shapiq']} | "
+                f"{r['shapiq_seconds'] * 1e3:.2f} | {r['ratio']:.1f}× |"
+            )
     for n, failed in result.get("failed", {}).items():
-        lines += ["", f"n = {n}, failed calls: "
-                      + "; ".join(f"{name}: {message}" for name, message in failed.items())]
+        lines += ["", f"n = {n}, failed calls: " + "; ".join(f"{name}: {message}" for name, message in failed.items())]
     h = headline(result)
     if h:
         r = h["at_hardest"]
-        lines += ["", f"**n = 41: at RMSE {r['rmse']:.2e} (the smallest both reach) {r['ours']} needs "
-                      f"{r['ours_seconds'] * 1e3:.2f} ms, {r['shapiq']} {r['shapiq_seconds'] * 1e3:.2f} ms: "
-                      f"{r['ratio']:.1f}× faster; over all {h['targets']} common targets the ratio is ≥ "
-                      f"{h['min_ratio']:.1f}× (median {h['median_ratio']:.1f}×).**"]
+        lines += [
+            "",
+            f"**n = 41: at RMSE {r['rmse']:.2e} (the smallest both reach) {r['ours']} needs "
+            f"{r['ours_seconds'] * 1e3:.2f} ms, {r['shapiq']} {r['shapiq_seconds'] * 1e3:.2f} ms: "
+            f"{r['ratio']:.1f}× faster; over all {h['targets']} common targets the ratio is ≥ "
+            f"{h['min_ratio']:.1f}× (median {h['median_ratio']:.1f}×).**",
+        ]
     return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------- prefix
 
+
 def prefix(quick: bool = False, out_dir: Path = RESULTS) -> dict:
     """Fast-path time with prefix sums by GEMM vs gather + blocked cumsum, M = 50, one context, by n."""
-    from scp.core.shapley import CUMSUM_MIN_UNITS
+    from scp.core.fast_path import CUMSUM_MIN_UNITS
 
     sizes = [16, 32, 64, 128, 256, 512] if quick else [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024]
     repeats = 3 if quick else 7
     torch.manual_seed(0)
-    nets = {"shipped size (H = 257)": DeepSetsValue(embed_dim=384, hidden=256, latent=128, query_mode="product_concat",
-                                                   n_extra=2, skip=True).eval(),
-            "paper (3.03M, H = 1024)": DeepSetsValue().eval()}
+    nets = {
+        "shipped size (H = 257)": DeepSetsValue(
+            embed_dim=384, hidden=256, latent=128, query_mode="product_concat", n_extra=2, skip=True
+        ).eval(),
+        "paper (3.03M, H = 1024)": DeepSetsValue().eval(),
+    }
     rows = []
     for label, net in nets.items():
         for n in sizes:
@@ -558,17 +671,35 @@ def prefix(quick: bool = False, out_dir: Path = RESULTS) -> dict:
             def run(path):
                 def call(r):
                     with torch.no_grad():
-                        return deepsets_shapley(net, units, query, None, extra, n_permutations=50, seed=100 + r,
-                                                prefix=path).values
+                        return deepsets_shapley(
+                            net, units, query, None, extra, n_permutations=50, seed=100 + r, prefix=path
+                        ).values
+
                 return call
+
             times, outputs = timed_rounds({"gemm": run("gemm"), "cumsum": run("cumsum")}, repeats)
             diff = max(float((a - b).abs().max()) for a, b in zip(outputs["gemm"], outputs["cumsum"]))
-            rows.append({"net": label, "n": n, "gemm": spread(times["gemm"]), "cumsum": spread(times["cumsum"]),
-                         "max_abs_difference": diff})
-            print(f"{label}, n = {n}: gemm {statistics.median(times['gemm']) * 1e3:.1f} ms, cumsum "
-                  f"{statistics.median(times['cumsum']) * 1e3:.1f} ms", flush=True)
-    result = {"env": environment("cpu", quick), "m": 50, "rows": rows, "threshold_in_code": CUMSUM_MIN_UNITS,
-              "crossover": crossover(rows)}
+            rows.append(
+                {
+                    "net": label,
+                    "n": n,
+                    "gemm": spread(times["gemm"]),
+                    "cumsum": spread(times["cumsum"]),
+                    "max_abs_difference": diff,
+                }
+            )
+            print(
+                f"{label}, n = {n}: gemm {statistics.median(times['gemm']) * 1e3:.1f} ms, cumsum "
+                f"{statistics.median(times['cumsum']) * 1e3:.1f} ms",
+                flush=True,
+            )
+    result = {
+        "env": environment("cpu", quick),
+        "m": 50,
+        "rows": rows,
+        "threshold_in_code": CUMSUM_MIN_UNITS,
+        "crossover": crossover(rows),
+    }
     write_json(result, "prefix.json", out_dir)
     print(format_prefix(result))
     return result
@@ -586,17 +717,26 @@ def crossover(rows: list[dict]) -> dict:
 
 
 def format_prefix(result: dict) -> str:
-    lines = [f"M = {result['m']}, one context, torch threads = {result['env']['threads']}", "",
-             "| network | n | GEMM ms: median [min, max] | gather + cumsum ms: median [min, max] | GEMM / cumsum | "
-             "max abs difference |", "| --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"M = {result['m']}, one context, torch threads = {result['env']['threads']}",
+        "",
+        "| network | n | GEMM ms: median [min, max] | gather + cumsum ms: median [min, max] | GEMM / cumsum | "
+        "max abs difference |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for r in result["rows"]:
         g, c = r["gemm"], r["cumsum"]
-        lines.append(f"| {r['net']} | {r['n']} | {g['median'] * 1e3:.2f} [{g['min'] * 1e3:.2f}, "
-                     f"{g['max'] * 1e3:.2f}] | {c['median'] * 1e3:.2f} [{c['min'] * 1e3:.2f}, {c['max'] * 1e3:.2f}] | "
-                     f"{g['median'] / c['median']:.2f} | {r['max_abs_difference']:.1e} |")
+        lines.append(
+            f"| {r['net']} | {r['n']} | {g['median'] * 1e3:.2f} [{g['min'] * 1e3:.2f}, "
+            f"{g['max'] * 1e3:.2f}] | {c['median'] * 1e3:.2f} [{c['min'] * 1e3:.2f}, {c['max'] * 1e3:.2f}] | "
+            f"{g['median'] / c['median']:.2f} | {r['max_abs_difference']:.1e} |"
+        )
     where = "; ".join(f"{net}: {'n = ' + str(n) if n else 'never'}" for net, n in result["crossover"].items())
-    lines += ["", f"gather + cumsum is faster at every measured n from ({where}) on; the code switches at n ≥ "
-                  f"{result['threshold_in_code']} (scp.core.shapley.CUMSUM_MIN_UNITS)."]
+    lines += [
+        "",
+        f"gather + cumsum is faster at every measured n from ({where}) on; the code switches at n ≥ "
+        f"{result['threshold_in_code']} (scp.core.fast_path.CUMSUM_MIN_UNITS).",
+    ]
     return "\n".join(lines)
 
 
@@ -623,9 +763,15 @@ def long_worker(n: int, m: int, repeats: int) -> dict:
             deepsets_shapley(net, units, query, n_permutations=m, seed=r)
             times.append(time.perf_counter() - start)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    return {"n": n, "m": m, "seconds": spread(times), "peak_rss_bytes": peak, "rss_before_bytes": rss_before,
-            "prefix": resolve_prefix("auto", n),
-            "threads": torch.get_num_threads()}
+    return {
+        "n": n,
+        "m": m,
+        "seconds": spread(times),
+        "peak_rss_bytes": peak,
+        "rss_before_bytes": rss_before,
+        "prefix": resolve_prefix("auto", n),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _current_rss() -> int:
@@ -639,33 +785,54 @@ def long_contexts(quick: bool = False, threads: int | None = None, out_dir: Path
     for n in LONG_SIZES:
         for m in LONG_PERMUTATIONS:
             repeats = (1 if n * m >= 400_000 else 2) if quick else 5
-            cmd = [sys.executable, "-m", "scp.bench", "long-worker", "--n", str(n), "--m", str(m),
-                   "--repeats", str(repeats)] + (["--threads", str(threads)] if threads else [])
+            cmd = [
+                sys.executable,
+                "-m",
+                "scp.bench",
+                "long-worker",
+                "--n",
+                str(n),
+                "--m",
+                str(m),
+                "--repeats",
+                str(repeats),
+            ] + (["--threads", str(threads)] if threads else [])
             out = subprocess.run(cmd, capture_output=True, text=True, check=False)
             if out.returncode != 0:
                 raise RuntimeError(f"long-context worker n={n}, M={m} failed:\n{out.stderr[-2000:]}")
             row = json.loads(out.stdout.strip().splitlines()[-1])
             row["evaluations_per_second"] = budget_of(n, m) / row["seconds"]["median"]
             rows.append(row)
-            print(f"n = {n}, M = {m}: {row['seconds']['median']:.3f} s, peak RSS "
-                  f"{row['peak_rss_bytes'] / 2**30:.2f} GiB", flush=True)
-    result = {"env": environment("cpu", quick), "model": "paper DeepSetsValue (3.03M parameters, random weights)",
-              "rows": rows}
+            print(
+                f"n = {n}, M = {m}: {row['seconds']['median']:.3f} s, peak RSS {row['peak_rss_bytes'] / 2**30:.2f} GiB",
+                flush=True,
+            )
+    result = {
+        "env": environment("cpu", quick),
+        "model": "paper DeepSetsValue (3.03M parameters, random weights)",
+        "rows": rows,
+    }
     write_json(result, "long.json", out_dir)
     print(format_long(result))
     return result
 
 
 def format_long(result: dict) -> str:
-    lines = [f"{result['model']}, MiniLM embeddings of real HotpotQA sentences, one context per call, "
-             f"torch threads = {result['rows'][0]['threads']}", "",
-             "| n | M | prefix sums | latency s: median [min, max] | repeats | contexts/s | coalition values/s | "
-             "peak RSS [GiB] | RSS before [GiB] |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"{result['model']}, MiniLM embeddings of real HotpotQA sentences, one context per call, "
+        f"torch threads = {result['rows'][0]['threads']}",
+        "",
+        "| n | M | prefix sums | latency s: median [min, max] | repeats | contexts/s | coalition values/s | "
+        "peak RSS [GiB] | RSS before [GiB] |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in result["rows"]:
         s = r["seconds"]
-        lines.append(f"| {r['n']} | {r['m']} | {r['prefix']} | {s['median']:.3f} [{s['min']:.3f}, {s['max']:.3f}] | "
-                     f"{s['repeats']} | {1 / s['median']:.2f} | {r['evaluations_per_second']:.3g} | "
-                     f"{r['peak_rss_bytes'] / 2**30:.2f} | {r['rss_before_bytes'] / 2**30:.2f} |")
+        lines.append(
+            f"| {r['n']} | {r['m']} | {r['prefix']} | {s['median']:.3f} [{s['min']:.3f}, {s['max']:.3f}] | "
+            f"{s['repeats']} | {1 / s['median']:.2f} | {r['evaluations_per_second']:.3g} | "
+            f"{r['peak_rss_bytes'] / 2**30:.2f} | {r['rss_before_bytes'] / 2**30:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -679,8 +846,13 @@ ADAPTIVE_SETTINGS = (  # (label, keep ratio giving K = ⌈keep·n⌉, tolerance 
 )
 
 
-def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, max_permutations: int = 1000,
-             settings: Sequence[tuple] = ADAPTIVE_SETTINGS) -> dict:
+def adaptive(
+    quick: bool = False,
+    out_dir: Path = RESULTS,
+    delta: float = 0.05,
+    max_permutations: int = 1000,
+    settings: Sequence[tuple] = ADAPTIVE_SETTINGS,
+) -> dict:
     """The adaptive budget vs fixed M on the HotpotQA test split with the shipped model: mean pairwise AUC, M used,
     certified share, the boundary's gap and radius, and scoring time (median of repeats, methods rotated, the
     same batches of 32 contexts sorted by length for every row; embeddings and features computed beforehand).
@@ -696,12 +868,14 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
 
     model, config = shipped_model()
     examples = load_dataset("hotpotqa", split="test", limit=30 if quick else None)
-    contexts = contexts_from_examples(examples, CachedEmbedder(get_embedder(config.embedder)), config.features,
-                                      config.with_title)
+    contexts = contexts_from_examples(
+        examples, CachedEmbedder(get_embedder(config.embedder)), config.features, config.with_title
+    )
     labels = [c.labels.numpy() for c in contexts]
     order = sorted(range(len(contexts)), key=lambda i: contexts[i].n_units)
-    batches = [(idx, collate([contexts[i] for i in idx]))
-               for idx in (order[s:s + 32] for s in range(0, len(order), 32))]
+    batches = [
+        (idx, collate([contexts[i] for i in idx])) for idx in (order[s : s + 32] for s in range(0, len(order), 32))
+    ]
     repeats = 3 if quick else 5
 
     def auc(scores):
@@ -713,25 +887,37 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
             scores = [None] * len(contexts)
             with torch.no_grad():
                 for idx, b in batches:
-                    vals = deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
-                                            n_permutations=m, seed=b.seeds(0), control_variate=cv).values
+                    vals = deepsets_shapley(
+                        model, b.units, b.query, b.mask, b.extra, n_permutations=m, seed=b.seeds(0), control_variate=cv
+                    ).values
                     for row, i in enumerate(idx):
-                        scores[i] = vals[row, :contexts[i].n_units].double().numpy()
+                        scores[i] = vals[row, : contexts[i].n_units].double().numpy()
             return scores, None
+
         return call
 
     def adaptive_call(keep, tol, bound, cv):
         def call(_r):
             scores, certs = [None] * len(contexts), [None] * len(contexts)
             for idx, b in batches:
-                vals, cs = adaptive_deepsets_shapley(
-                    model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
-                    k=[keep_count(contexts[i].n_units, keep) for i in idx], delta=delta,
-                    max_permutations=max_permutations, seeds=b.seeds(0), tolerance=tol, bound=bound,
-                    control_variate=cv)
-                for i, v, c in zip(idx, vals, cs):
-                    scores[i], certs[i] = v, c
+                results = adaptive_deepsets_shapley(
+                    model,
+                    b.units,
+                    b.query,
+                    b.mask,
+                    b.extra,
+                    k=[keep_count(contexts[i].n_units, keep) for i in idx],
+                    delta=delta,
+                    max_permutations=max_permutations,
+                    seeds=b.seeds(0),
+                    tolerance=tol,
+                    bound=bound,
+                    control_variate=cv,
+                )
+                for i, r in zip(idx, results):
+                    scores[i], certs[i] = r.values, r.certificate
             return scores, certs
+
         return call
 
     calls = {"fixed M = 50": fixed(50, None), "fixed M = 16": fixed(16, None)}
@@ -757,16 +943,29 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
         else:
             keep, tol, bound, cv = labels_of[name]
             used = [c.n_permutations for c in certs]
-            row.update(keep=keep, tolerance=tol, bound=bound, control_variate=cv, rigorous=certs[0].rigorous,
-                       median_m=statistics.median(used), mean_m=float(np.mean(used)), max_m=max(used),
-                       certified=float(np.mean([c.certified for c in certs])),
-                       separated=float(np.mean([c.separated for c in certs])),
-                       median_gap=statistics.median(c.gap for c in certs),
-                       median_radius=statistics.median(c.radius for c in certs))
+            row.update(
+                keep=keep,
+                tolerance=tol,
+                bound=bound,
+                control_variate=cv,
+                rigorous=certs[0].rigorous,
+                median_m=statistics.median(used),
+                mean_m=float(np.mean(used)),
+                max_m=max(used),
+                certified=float(np.mean([c.certified for c in certs])),
+                separated=float(np.mean([c.separated for c in certs])),
+                median_gap=statistics.median(c.gap for c in certs),
+                median_radius=statistics.median(c.radius for c in certs),
+            )
         rows.append(row)
-    result = {"env": environment("cpu", quick), "contexts": len(contexts), "delta": delta,
-              "max_permutations": max_permutations, "rows": rows,
-              "command": "python -m scp.bench adaptive" + (" --quick" if quick else "")}
+    result = {
+        "env": environment("cpu", quick),
+        "contexts": len(contexts),
+        "delta": delta,
+        "max_permutations": max_permutations,
+        "rows": rows,
+        "command": "python -m scp.bench adaptive" + (" --quick" if quick else ""),
+    }
     write_json(result, "adaptive.json", out_dir)
     print(format_adaptive(result))
     return result
@@ -774,26 +973,33 @@ def adaptive(quick: bool = False, out_dir: Path = RESULTS, delta: float = 0.05, 
 
 def format_adaptive(result: dict) -> str:
     base = result["rows"][0]["seconds"]["median"]
-    lines = [f"HotpotQA test split, {result['contexts']} contexts, shipped model, torch threads = "
-             f"{result['env']['threads']}, δ = {result['delta']}, M from 16 doubling to at most "
-             f"{result['max_permutations']}; gap = φ̂_(K) − φ̂_(K+1), radius = what the intervals cost at the "
-             "boundary (certified when radius ≤ gap + ε); medians over contexts; time: median [min, max] of "
-             f"{result['rows'][0]['seconds']['repeats']} repeats", "",
-             "| setting | AUC [95% CI] | M: median / mean / max | certified | separated | median gap | median radius | "
-             "scoring time [s] | time vs M = 50 |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"HotpotQA test split, {result['contexts']} contexts, shipped model, torch threads = "
+        f"{result['env']['threads']}, δ = {result['delta']}, M from 16 doubling to at most "
+        f"{result['max_permutations']}; gap = φ̂_(K) − φ̂_(K+1), radius = what the intervals cost at the "
+        "boundary (certified when radius ≤ gap + ε); medians over contexts; time: median [min, max] of "
+        f"{result['rows'][0]['seconds']['repeats']} repeats",
+        "",
+        "| setting | AUC [95% CI] | M: median / mean / max | certified | separated | median gap | median radius | "
+        "scoring time [s] | time vs M = 50 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in result["rows"]:
         a, s = r["auc"], r["seconds"]
         adaptive_row = r["certified"] is not None
         pct = (lambda x: f"{100 * x:.0f}%") if adaptive_row else (lambda x: "—")
         num = (lambda x: f"{x:.4f}") if adaptive_row else (lambda x: "—")
-        lines.append(f"| {r['setting']} | {a['mean']:.4f} [{a['ci'][0]:.4f}, {a['ci'][1]:.4f}] | "
-                     f"{r['median_m']:g} / {r['mean_m']:.0f} / {r['max_m']:g} | {pct(r.get('certified'))} | "
-                     f"{pct(r.get('separated'))} | {num(r.get('median_gap'))} | {num(r.get('median_radius'))} | "
-                     f"{s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}] | {s['median'] / base:.2f}× |")
+        lines.append(
+            f"| {r['setting']} | {a['mean']:.4f} [{a['ci'][0]:.4f}, {a['ci'][1]:.4f}] | "
+            f"{r['median_m']:g} / {r['mean_m']:.0f} / {r['max_m']:g} | {pct(r.get('certified'))} | "
+            f"{pct(r.get('separated'))} | {num(r.get('median_gap'))} | {num(r.get('median_radius'))} | "
+            f"{s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}] | {s['median'] / base:.2f}× |"
+        )
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------- convexity
+
 
 def convexity(quick: bool = False, seed: int = 0) -> dict:
     """Fraction of violated supermodularity inequalities v(S+i+j) − v(S+i) − v(S+j) + v(S) ≥ 0 on random
@@ -806,8 +1012,10 @@ def convexity(quick: bool = False, seed: int = 0) -> dict:
     torch.manual_seed(seed)
     n, samples = 41, 1000 if quick else 5000
     units, query = torch.randn(n, 384, dtype=torch.float64), torch.randn(384, dtype=torch.float64)
-    nets = {"ConvexDeepSets": ConvexDeepSets().double().eval(),
-            "DeepSetsValue (unconstrained)": DeepSetsValue(query_mode="product").double().eval()}
+    nets = {
+        "ConvexDeepSets": ConvexDeepSets().double().eval(),
+        "DeepSetsValue (unconstrained)": DeepSetsValue(query_mode="product").double().eval(),
+    }
     out = {}
     print(f"supermodularity violations on {samples} random (S, i, j), n = {n}")
     for name, net in nets.items():
@@ -818,15 +1026,18 @@ def convexity(quick: bool = False, seed: int = 0) -> dict:
             with torch.no_grad():
                 pooled = base + torch.as_tensor(C, dtype=h.dtype) @ h[0]
                 return (net.pooled_value(pooled) if bounded else net.rho(pooled).squeeze(-1)).double().numpy()
+
         for bounded in (False, True):
             sizes = np.random.default_rng(seed).random((200, n)) < np.linspace(0, 1, 200)[:, None]
             values = game(sizes, bounded)
             tol = 1e-9 * max(1.0, float(np.abs(values).max()))
             r = supermodularity_violation_rate(lambda C: game(C, bounded), n, samples, seed=seed, tol=tol)
             out[(name, bounded)] = r.rate
-            print(f"  {name:30s} {'v = B·σ(logit)' if bounded else 'logit game':16s} violation rate {r.rate:.3f} "
-                  f"(max violation {r.max_violation:.2e}; values over coalitions in "
-                  f"[{values.min():.3g}, {values.max():.3g}])")
+            print(
+                f"  {name:30s} {'v = B·σ(logit)' if bounded else 'logit game':16s} violation rate {r.rate:.3f} "
+                f"(max violation {r.max_violation:.2e}; values over coalitions in "
+                f"[{values.min():.3g}, {values.max():.3g}])"
+            )
     return out
 
 
@@ -841,9 +1052,11 @@ GPU_RTOL = 1e-5  # |Δφ| ≤ GPU_RTOL · B: see _gpu_equality
 
 
 def _no_cuda_message() -> str:
-    return ("scp.bench gpu: no CUDA device: torch.cuda.is_available() is False (torch "
-            f"{torch.__version__}, CUDA build {torch.version.cuda}); run it on a machine with an NVIDIA GPU and a "
-            "CUDA build of torch, or `python -m scp.bench gpu --dry-run` to test the plumbing on the CPU")
+    return (
+        "scp.bench gpu: no CUDA device: torch.cuda.is_available() is False (torch "
+        f"{torch.__version__}, CUDA build {torch.version.cuda}); run it on a machine with an NVIDIA GPU and a "
+        "CUDA build of torch, or `python -m scp.bench gpu --dry-run` to test the plumbing on the CPU"
+    )
 
 
 class _Budget:
@@ -885,7 +1098,7 @@ def _gpu_equality(net, device: str, configs) -> dict:
     and cuBLAS accumulate to ~1e-6 · B at n = 500, so 1e-5 · B leaves a factor ~10 for reduction order while an
     indexing or masking bug (errors ~1e-2 · B and up) fails it.  The float32-CPU error against a float64-CPU run
     of the same permutations is reported beside it as the rounding scale itself.  TF32 is switched off."""
-    from scp.core.shapley import padded_permutations
+    from scp.core.permutations import padded_permutations
 
     rows = []
     net64 = _copy_net(net).double()
@@ -900,20 +1113,35 @@ def _gpu_equality(net, device: str, configs) -> dict:
         kw = dict(seed=seeds, permutations=perms, control_variate=cv)
         with torch.no_grad():
             cpu = deepsets_shapley(net, units, query, mask, extra, **kw).values
-            ref = deepsets_shapley(net64, units.double(), query.double(), mask,
-                                   None if extra is None else extra.double(), **kw).values
+            ref = deepsets_shapley(
+                net64, units.double(), query.double(), mask, None if extra is None else extra.double(), **kw
+            ).values
             u, q, mk, e = _to(device, units, query, mask, extra)
             dev_net = _copy_net(net).to(device)
             dev = deepsets_shapley(dev_net, u, q, mk, e, **kw).values.cpu()
         bound = float(net.bound)
         diff = float((dev - cpu).abs().max())
-        rows.append({"n": n, "m": m, "contexts": b, "lengths": lengths, "control_variate": cv,
-                     "prefix": resolve_prefix("auto", n), "max_abs_diff_device_vs_cpu": diff,
-                     "max_abs_diff_cpu32_vs_cpu64": float((cpu.double() - ref).abs().max()),
-                     "max_abs_phi": float(cpu.abs().max()), "bound": bound, "atol": GPU_RTOL * bound,
-                     "passed": bool(diff <= GPU_RTOL * bound and torch.isfinite(dev).all())})
-    return {"tolerance": f"max |φ_device − φ_cpu| ≤ {GPU_RTOL:g} · B (B = the network's bound), float32, TF32 off",
-            "rows": rows, "passed": all(r["passed"] for r in rows)}
+        rows.append(
+            {
+                "n": n,
+                "m": m,
+                "contexts": b,
+                "lengths": lengths,
+                "control_variate": cv,
+                "prefix": resolve_prefix("auto", n),
+                "max_abs_diff_device_vs_cpu": diff,
+                "max_abs_diff_cpu32_vs_cpu64": float((cpu.double() - ref).abs().max()),
+                "max_abs_phi": float(cpu.abs().max()),
+                "bound": bound,
+                "atol": GPU_RTOL * bound,
+                "passed": bool(diff <= GPU_RTOL * bound and torch.isfinite(dev).all()),
+            }
+        )
+    return {
+        "tolerance": f"max |φ_device − φ_cpu| ≤ {GPU_RTOL:g} · B (B = the network's bound), float32, TF32 off",
+        "rows": rows,
+        "passed": all(r["passed"] for r in rows),
+    }
 
 
 def _copy_net(net):
@@ -941,8 +1169,9 @@ def _sync(device: str) -> Callable[[], None]:
     return torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
 
-def _capped(call: Callable[[], object], sync: Callable[[], None], cap_s: float, max_repeats: int,
-            budget: _Budget) -> list[float]:
+def _capped(
+    call: Callable[[], object], sync: Callable[[], None], cap_s: float, max_repeats: int, budget: _Budget
+) -> list[float]:
     """One untimed warm-up, then timed repeats until ``max_repeats`` or ``cap_s`` (≥ 1 repeat unless the run's
     budget is spent)."""
     call()
@@ -968,17 +1197,23 @@ def _chunk_for(device: str) -> int:
     return (1 << 27) if device.startswith("cuda") else (1 << 23)  # the CPU default (cache-sized chunks)
 
 
-def _gpu_throughput(net, devices: dict[str, str], sizes, perms, cap_s: float, max_repeats: int, budget: _Budget,
-                    section_s: float) -> list[dict]:
+def _gpu_throughput(
+    net, devices: dict[str, str], sizes, perms, cap_s: float, max_repeats: int, budget: _Budget, section_s: float
+) -> list[dict]:
     """Contexts per second of :func:`deepsets_shapley` per (n, M), each device in turn on the same inputs."""
-    from scp.core.shapley import padded_permutations
+    from scp.core.permutations import padded_permutations
 
     section = _Budget(min(section_s, budget.left()))
     nets = {label: _copy_net(net).to(d) for label, d in devices.items()}
     rows = []
     for n in sizes:
         for m in perms:
-            row = {"n": n, "m": m, "prefix": resolve_prefix("auto", n), "flops_per_context": _fast_path_flops(net, n, m)}
+            row = {
+                "n": n,
+                "m": m,
+                "prefix": resolve_prefix("auto", n),
+                "flops_per_context": _fast_path_flops(net, n, m),
+            }
             for label, d in devices.items():
                 b = _device_batch(d, n, m)
                 if section.left() <= 0:
@@ -994,8 +1229,10 @@ def _gpu_throughput(net, devices: dict[str, str], sizes, perms, cap_s: float, ma
 
                 def call(label=label, units=units, query=query, mask=mask, extra=extra, chunk=chunk, seeds=seeds):
                     with torch.no_grad():
-                        return deepsets_shapley(nets[label], units, query, mask, extra, n_permutations=m, seed=seeds,
-                                                chunk_elements=chunk)
+                        return deepsets_shapley(
+                            nets[label], units, query, mask, extra, n_permutations=m, seed=seeds, chunk_elements=chunk
+                        )
+
                 try:
                     times = _capped(call, sync, cap_s, max_repeats, section)
                 except torch.OutOfMemoryError as error:  # recorded, the run goes on
@@ -1005,11 +1242,17 @@ def _gpu_throughput(net, devices: dict[str, str], sizes, perms, cap_s: float, ma
                 padded_permutations([n] * b, n, m, False, seeds)  # the host-side share of one call
                 host = time.perf_counter() - start
                 med = statistics.median(times) if times else float("nan")
-                row[label] = {"device": d, "contexts_per_call": b, "chunk_elements": chunk, "seconds_per_call": spread(times) if times
-                          else None, "contexts_per_second": b / med, "coalition_values_per_second":
-                          b * budget_of(n, m) / med, "flops_per_second": b * row["flops_per_context"] / med,
-                          "host_permutation_seconds_per_call": host,
-                          "peak_device_bytes": torch.cuda.max_memory_allocated() if d.startswith("cuda") else None}
+                row[label] = {
+                    "device": d,
+                    "contexts_per_call": b,
+                    "chunk_elements": chunk,
+                    "seconds_per_call": spread(times) if times else None,
+                    "contexts_per_second": b / med,
+                    "coalition_values_per_second": b * budget_of(n, m) / med,
+                    "flops_per_second": b * row["flops_per_context"] / med,
+                    "host_permutation_seconds_per_call": host,
+                    "peak_device_bytes": torch.cuda.max_memory_allocated() if d.startswith("cuda") else None,
+                }
             if all("contexts_per_second" in row.get(label, {}) for label in devices):
                 row["ratio"] = row["device"]["contexts_per_second"] / row["cpu"]["contexts_per_second"]
             rows.append(row)
@@ -1021,9 +1264,12 @@ def _throughput_line(row: dict, devices: dict[str, str]) -> str:
     parts = [f"n = {row['n']:4d}, M = {row['m']:4d}:"]
     for d in devices:
         r = row.get(d, {})
-        parts.append(f"{d} ({devices[d]}) {r['contexts_per_second']:.3g} contexts/s ({r['contexts_per_call']} per call, "
-                     f"{r['seconds_per_call']['repeats']} repeats)" if "contexts_per_second" in r
-                     else f"{d} {r.get('error') or r.get('skipped')}")
+        parts.append(
+            f"{d} ({devices[d]}) {r['contexts_per_second']:.3g} contexts/s ({r['contexts_per_call']} per call, "
+            f"{r['seconds_per_call']['repeats']} repeats)"
+            if "contexts_per_second" in r
+            else f"{d} {r.get('error') or r.get('skipped')}"
+        )
     if "ratio" in row:
         parts.append(f"ratio {row['ratio']:.3g}×")
     return " ".join(parts)
@@ -1047,8 +1293,11 @@ def _gpu_limits(net, devices: dict[str, str], dry: bool, budget: _Budget) -> dic
     square = 256 if dry else 4096
     out = {}
     for label, d in devices.items():
-        out[label] = {"device": d, "rho_layer": _matmul_rate(d, (rows, linear.in_features, linear.out_features), 1.0, budget),
-                  "square": _matmul_rate(d, (square, square, square), 1.0, budget)}
+        out[label] = {
+            "device": d,
+            "rho_layer": _matmul_rate(d, (rows, linear.in_features, linear.out_features), 1.0, budget),
+            "square": _matmul_rate(d, (square, square, square), 1.0, budget),
+        }
         if d.startswith("cuda"):
             x = torch.empty(1 << (20 if dry else 28), device=d)
             times = _capped(lambda: x.clone(), _sync(d), 1.0, 10, budget)
@@ -1075,23 +1324,33 @@ def _gpu_training(devices: dict[str, str], dry: bool) -> dict:
 
         embedder = get_embedder("random")
         train_ex, val_ex = split_examples_for(config, None)
-        train_ctx, val_ctx, ids = (contexts_from_examples(train_ex[:64], embedder, config.features, config.with_title),
-                                   contexts_from_examples(val_ex[:32], embedder, config.features, config.with_title),
-                                   None)
+        train_ctx, val_ctx, ids = (
+            contexts_from_examples(train_ex[:64], embedder, config.features, config.with_title),
+            contexts_from_examples(val_ex[:32], embedder, config.features, config.with_title),
+            None,
+        )
     else:  # cold on a fresh machine: MiniLM embeds the split (on the GPU when sentence-transformers sees it)
         embedder = CachedEmbedder(get_embedder(config.embedder))
         train_ctx, val_ctx, ids = prepare(config, embedder)
     embed_seconds = time.perf_counter() - start
-    out = {"preset": SHIPPED_PRESET, "embedder": embedder.id, "train_contexts": len(train_ctx), "val_contexts": len(val_ctx),
-           "embed_seconds": embed_seconds}
+    out = {
+        "preset": SHIPPED_PRESET,
+        "embedder": embedder.id,
+        "train_contexts": len(train_ctx),
+        "val_contexts": len(val_ctx),
+        "embed_seconds": embed_seconds,
+    }
     for label, d in devices.items():
         with tempfile.TemporaryDirectory(prefix="scp-gpu-") as tmp:
             start = time.perf_counter()
             res = train(config, train_ctx, val_ctx, tmp, embedder.id, progress=False, data_ids=ids, device=d)
             _sync(d)()
             out[label] = {"device": d, "epoch_seconds": time.perf_counter() - start, "val_auc": res.best_val_auc}
-        print(f"one training epoch ({SHIPPED_PRESET}, {len(train_ctx)} + {len(val_ctx)} contexts) on {d}: "
-              f"{out[label]['epoch_seconds']:.2f} s, validation AUC {res.best_val_auc:.4f}", flush=True)
+        print(
+            f"one training epoch ({SHIPPED_PRESET}, {len(train_ctx)} + {len(val_ctx)} contexts) on {d}: "
+            f"{out[label]['epoch_seconds']:.2f} s, validation AUC {res.best_val_auc:.4f}",
+            flush=True,
+        )
     out["ratio"] = out["cpu"]["epoch_seconds"] / out["device"]["epoch_seconds"]
     return out
 
@@ -1117,14 +1376,25 @@ def _gpu_reader(devices: dict[str, str], dry: bool, cap_s: float, budget: _Budge
         def call():
             with torch.inference_mode():
                 return lm.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False, **keep)
+
         times = _capped(call, _sync(d), cap_s, 5, budget)
         tokens = int(mask.sum())
         med = statistics.median(times)
-        out[label] = {"device": d, "model_name": lm.model_name, "load_seconds": load, "batch": count, "tokens": tokens,
-                  "padded_tokens": int(mask.numel()), "seconds": spread(times), "tokens_per_second": tokens / med}
-        print(f"reader prefill on {d}: {tokens} tokens in {med:.3f} s = {tokens / med:.0f} tokens/s "
-              f"(load {load:.1f} s)", flush=True)
-        del lm
+        out[label] = {
+            "device": d,
+            "model_name": lm.model_name,
+            "load_seconds": load,
+            "batch": count,
+            "tokens": tokens,
+            "padded_tokens": int(mask.numel()),
+            "seconds": spread(times),
+            "tokens_per_second": tokens / med,
+        }
+        print(
+            f"reader prefill on {d}: {tokens} tokens in {med:.3f} s = {tokens / med:.0f} tokens/s (load {load:.1f} s)",
+            flush=True,
+        )
+        lm = None  # frees the model before the next device loads its own
     out["ratio"] = out["device"]["tokens_per_second"] / out["cpu"]["tokens_per_second"]
     return out
 
@@ -1149,28 +1419,56 @@ def gpu(quick: bool = True, out_dir: Path = RESULTS, dry_run: bool = False, budg
     sizes, perms = ((10, 41), (5, 20)) if dry_run else (GPU_SIZES, GPU_PERMUTATIONS)
     net, _ = shipped_model("cpu")
     env = environment(target, quick)
-    env.update({"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if not dry_run else None,
-                "tf32": False})
+    env.update(
+        {"cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if not dry_run else None, "tf32": False}
+    )
     if not dry_run:
         props = torch.cuda.get_device_properties(0)
-        env.update({"gpu": props.name, "gpu_memory_bytes": props.total_memory,
-                    "multiprocessors": props.multi_processor_count})
-    result: dict = {"dry_run": dry_run, "note": ("DRY RUN: the CPU stands in for CUDA at tiny sizes; no GPU numbers"
-                                                 if dry_run else "CPU and CUDA measured in the same run"),
-                    "env": env, "devices": devices,
-                    "model": "shipped (models/scp-hotpotqa-best.safetensors), synthetic unit-norm inputs",
-                    "budget_seconds": budget.seconds, "errors": {}, "section_seconds": {}}
-    eq_configs = ([{"n": 10, "m": 6, "contexts": 2, "control_variate": None},
-                   {"n": 41, "m": 6, "contexts": 2, "control_variate": "position"}] if dry_run else
-                  [{"n": 41, "m": 50, "contexts": 4, "control_variate": None},
-                   {"n": 100, "m": 50, "contexts": 4, "control_variate": "position"},
-                   {"n": 500, "m": 20, "contexts": 2, "control_variate": None}])
+        env.update(
+            {"gpu": props.name, "gpu_memory_bytes": props.total_memory, "multiprocessors": props.multi_processor_count}
+        )
+    result: dict = {
+        "dry_run": dry_run,
+        "note": (
+            "DRY RUN: the CPU stands in for CUDA at tiny sizes; no GPU numbers"
+            if dry_run
+            else "CPU and CUDA measured in the same run"
+        ),
+        "env": env,
+        "devices": devices,
+        "model": "shipped (models/scp-hotpotqa-best.safetensors), synthetic unit-norm inputs",
+        "budget_seconds": budget.seconds,
+        "errors": {},
+        "section_seconds": {},
+    }
+    eq_configs = (
+        [
+            {"n": 10, "m": 6, "contexts": 2, "control_variate": None},
+            {"n": 41, "m": 6, "contexts": 2, "control_variate": "position"},
+        ]
+        if dry_run
+        else [
+            {"n": 41, "m": 50, "contexts": 4, "control_variate": None},
+            {"n": 100, "m": 50, "contexts": 4, "control_variate": "position"},
+            {"n": 500, "m": 20, "contexts": 2, "control_variate": None},
+        ]
+    )
     sections = {  # name -> (call, seconds it is planned to take at most)
         "equality": (lambda: _gpu_equality(net, target, eq_configs), 20),
         "matmul": (lambda: _gpu_limits(net, devices, dry_run, budget), 15),
-        "throughput": (lambda: _gpu_throughput(net, devices, sizes, perms, cap_s=0.2 if dry_run else 2.0,
-                                               max_repeats=3 if dry_run else 5, budget=budget,
-                                               section_s=30 if dry_run else 140), 150),
+        "throughput": (
+            lambda: _gpu_throughput(
+                net,
+                devices,
+                sizes,
+                perms,
+                cap_s=0.2 if dry_run else 2.0,
+                max_repeats=3 if dry_run else 5,
+                budget=budget,
+                section_s=30 if dry_run else 140,
+            ),
+            150,
+        ),
         "training": (lambda: _gpu_training(devices, dry_run), 60),
         "reader": (lambda: _gpu_reader(devices, dry_run, 0.2 if dry_run else 2.0, budget), 40),
     }
@@ -1193,8 +1491,11 @@ def gpu(quick: bool = True, out_dir: Path = RESULTS, dry_run: bool = False, budg
     write_json(result, GPU_DRY_FILE if dry_run else GPU_FILE, out_dir)
     print("\n" + format_gpu(result))
     if not result["passed"]:
-        print("scp.bench gpu: EQUALITY FAILED: the fast path on the device differs from the CPU beyond "
-              f"{GPU_RTOL:g} · B (see 'equality' in the JSON)", file=sys.stderr)
+        print(
+            "scp.bench gpu: EQUALITY FAILED: the fast path on the device differs from the CPU beyond "
+            f"{GPU_RTOL:g} · B (see 'equality' in the JSON)",
+            file=sys.stderr,
+        )
         return 2
     if result["errors"]:
         print(f"scp.bench gpu: incomplete: {sorted(result['errors'])} could not run (see 'errors')", file=sys.stderr)
@@ -1214,71 +1515,113 @@ def format_gpu(result: dict) -> str:
     lines = []
     if result.get("dry_run"):
         lines += ["**DRY RUN (the CPU stands in for CUDA; these are not GPU numbers).**", ""]
-    lines.append(f"{name}" + (f" ({env['gpu_memory_bytes'] / 2**30:.0f} GiB, {env.get('multiprocessors')} SMs)"
-                              if env.get("gpu_memory_bytes") else "") +
-                 f"; torch {env['torch']}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, TF32 off; CPU side: "
-                 f"{env['cpu']}, {env['threads']} torch threads; {env['date']}; whole run "
-                 f"{result.get('total_seconds', float('nan')):.0f} s (budget {result['budget_seconds']:.0f} s). "
-                 f"{result['model']}. Ratios are device/CPU, measured in the same run.")
+    lines.append(
+        f"{name}"
+        + (
+            f" ({env['gpu_memory_bytes'] / 2**30:.0f} GiB, {env.get('multiprocessors')} SMs)"
+            if env.get("gpu_memory_bytes")
+            else ""
+        )
+        + f"; torch {env['torch']}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, TF32 off; CPU side: "
+        f"{env['cpu']}, {env['threads']} torch threads; {env['date']}; whole run "
+        f"{result.get('total_seconds', float('nan')):.0f} s (budget {result['budget_seconds']:.0f} s). "
+        f"{result['model']}. Ratios are device/CPU, measured in the same run."
+    )
     eq = result.get("equality")
     if eq:
-        lines += ["", f"Equality ({eq['tolerance']}): **{'passed' if eq['passed'] else 'FAILED'}**", "",
-                  "| n | M | contexts | control variate | prefix | max abs diff device vs CPU | tolerance | "
-                  "float32 CPU vs float64 CPU |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"Equality ({eq['tolerance']}): **{'passed' if eq['passed'] else 'FAILED'}**",
+            "",
+            "| n | M | contexts | control variate | prefix | max abs diff device vs CPU | tolerance | "
+            "float32 CPU vs float64 CPU |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in eq["rows"]:
-            lines.append(f"| {r['n']} | {r['m']} | {r['contexts']} | {r['control_variate'] or '—'} | {r['prefix']} "
-                         f"| {r['max_abs_diff_device_vs_cpu']:.1e} | {r['atol']:.1e} | "
-                         f"{r['max_abs_diff_cpu32_vs_cpu64']:.1e} |")
+            lines.append(
+                f"| {r['n']} | {r['m']} | {r['contexts']} | {r['control_variate'] or '—'} | {r['prefix']} "
+                f"| {r['max_abs_diff_device_vs_cpu']:.1e} | {r['atol']:.1e} | "
+                f"{r['max_abs_diff_cpu32_vs_cpu64']:.1e} |"
+            )
     limits = result.get("matmul", {})
     peak = limits.get(dev, {}).get("rho_layer", {}).get("flops_per_second")
     if limits:
-        lines += ["", "Physical limit, measured (float32 GEMM, median of timed products after a warm-up):", "",
-                  "| device | ρ-layer shape | TFLOP/s | square shape | TFLOP/s | copy TB/s (read + write) |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Physical limit, measured (float32 GEMM, median of timed products after a warm-up):",
+            "",
+            "| device | ρ-layer shape | TFLOP/s | square shape | TFLOP/s | copy TB/s (read + write) |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for d in (cpu, dev):
             lim = limits.get(d)
             if lim:
                 copy = lim.get("copy_bytes_per_second")
-                lines.append(f"| {d} | {'×'.join(map(str, lim['rho_layer']['shape']))} | "
-                             f"{lim['rho_layer']['flops_per_second'] / 1e12:.3g} | "
-                             f"{'×'.join(map(str, lim['square']['shape']))} | "
-                             f"{lim['square']['flops_per_second'] / 1e12:.3g} | {_fmt(copy and copy / 1e12)} |")
+                lines.append(
+                    f"| {d} | {'×'.join(map(str, lim['rho_layer']['shape']))} | "
+                    f"{lim['rho_layer']['flops_per_second'] / 1e12:.3g} | "
+                    f"{'×'.join(map(str, lim['square']['shape']))} | "
+                    f"{lim['square']['flops_per_second'] / 1e12:.3g} | {_fmt(copy and copy / 1e12)} |"
+                )
     rows = result.get("throughput")
     if rows:
-        lines += ["", f"Batched fast path (`deepsets_shapley`), contexts per second (contexts per call, timed "
-                      f"repeats); fraction = counted FLOP/s over the measured ρ-layer GEMM rate on {dev}:", "",
-                  f"| n | M | prefix | {cpu} contexts/s | {dev} contexts/s | {dev}/{cpu} | peak {dev} memory [GiB] | "
-                  f"fraction of {dev} GEMM rate | host permutation share of a {dev} call |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            f"Batched fast path (`deepsets_shapley`), contexts per second (contexts per call, timed "
+            f"repeats); fraction = counted FLOP/s over the measured ρ-layer GEMM rate on {dev}:",
+            "",
+            f"| n | M | prefix | {cpu} contexts/s | {dev} contexts/s | {dev}/{cpu} | peak {dev} memory [GiB] | "
+            f"fraction of {dev} GEMM rate | host permutation share of a {dev} call |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in rows:
             cells = []
             for d in (cpu, dev):
                 x = r.get(d, {})
-                cells.append(f"{x['contexts_per_second']:.3g} ({x['contexts_per_call']}, "
-                             f"{x['seconds_per_call']['repeats']})" if "contexts_per_second" in x
-                             else (x.get("error") or x.get("skipped") or "—"))
+                cells.append(
+                    f"{x['contexts_per_second']:.3g} ({x['contexts_per_call']}, {x['seconds_per_call']['repeats']})"
+                    if "contexts_per_second" in x
+                    else (x.get("error") or x.get("skipped") or "—")
+                )
             x = r.get(dev, {})
             mem = x.get("peak_device_bytes")
             frac = x["flops_per_second"] / peak if peak and "flops_per_second" in x else None
-            host = (x["host_permutation_seconds_per_call"] / x["seconds_per_call"]["median"]
-                    if "contexts_per_second" in x else None)
-            lines.append(f"| {r['n']} | {r['m']} | {r['prefix']} | {cells[0]} | {cells[1]} | {_fmt(r.get('ratio'))} | "
-                         f"{_fmt(mem and mem / 2**30)} | {_fmt(frac, '.1%') if frac is not None else '—'} | "
-                         f"{_fmt(host, '.0%') if host is not None else '—'} |")
+            host = (
+                x["host_permutation_seconds_per_call"] / x["seconds_per_call"]["median"]
+                if "contexts_per_second" in x
+                else None
+            )
+            lines.append(
+                f"| {r['n']} | {r['m']} | {r['prefix']} | {cells[0]} | {cells[1]} | {_fmt(r.get('ratio'))} | "
+                f"{_fmt(mem and mem / 2**30)} | {_fmt(frac, '.1%') if frac is not None else '—'} | "
+                f"{_fmt(host, '.0%') if host is not None else '—'} |"
+            )
     tr = result.get("training")
     if tr:
-        lines += ["", f"One training epoch, {tr['preset']} preset, HotpotQA ({tr['train_contexts']} train + "
-                      f"{tr['val_contexts']} validation contexts, validation and checkpoint writes included): "
-                      + "; ".join(f"{d} {tr[d]['epoch_seconds']:.2f} s (AUC {tr[d]['val_auc']:.4f})"
-                                  for d in (cpu, dev) if d in tr)
-                      + (f"; {dev} is {tr['ratio']:.3g}× faster" if "ratio" in tr else "") + "."]
+        lines += [
+            "",
+            f"One training epoch, {tr['preset']} preset, HotpotQA ({tr['train_contexts']} train + "
+            f"{tr['val_contexts']} validation contexts, validation and checkpoint writes included): "
+            + "; ".join(
+                f"{d} {tr[d]['epoch_seconds']:.2f} s (AUC {tr[d]['val_auc']:.4f})" for d in (cpu, dev) if d in tr
+            )
+            + (f"; {dev} is {tr['ratio']:.3g}× faster" if "ratio" in tr else "")
+            + ".",
+        ]
     rd = result.get("reader")
     if rd:
-        lines += ["", f"Reader prefill ({rd.get(dev, rd.get(cpu, {})).get('model_name', rd['model'])}, float32, "
-                      f"{rd['prompts']} HotpotQA prompts in one batch): "
-                      + "; ".join(f"{d} {rd[d]['tokens_per_second']:.0f} tokens/s ({rd[d]['tokens']} tokens)"
-                                  for d in (cpu, dev) if d in rd)
-                      + (f"; ratio {rd['ratio']:.3g}×" if "ratio" in rd else "") + "."]
+        lines += [
+            "",
+            f"Reader prefill ({rd.get(dev, rd.get(cpu, {})).get('model_name', rd['model'])}, float32, "
+            f"{rd['prompts']} HotpotQA prompts in one batch): "
+            + "; ".join(
+                f"{d} {rd[d]['tokens_per_second']:.0f} tokens/s ({rd[d]['tokens']} tokens)"
+                for d in (cpu, dev)
+                if d in rd
+            )
+            + (f"; ratio {rd['ratio']:.3g}×" if "ratio" in rd else "")
+            + ".",
+        ]
     for section, error in result.get("errors", {}).items():
         lines += ["", f"_{section}: not measured: {error}_"]
     return "\n".join(lines)
@@ -1296,8 +1639,11 @@ SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
 
 
 def environment_table(results: dict[str, dict]) -> str:
-    lines = ["| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | run | date | "
-             "load average (1, 5, 15 min) at the end |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | run | date | "
+        "load average (1, 5, 15 min) at the end |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, res in results.items():
         e = res.get("env") or res.get("meta") or {}  # scp.bench.e2e names some fields its own way
         cpu = e.get("cpu", "—")
@@ -1306,9 +1652,11 @@ def environment_table(results: dict[str, dict]) -> str:
         threads = e.get("threads", e.get("torch_threads", "?"))
         loadavg = e.get("loadavg", e.get("loadavg_end"))
         load = ", ".join(f"{x:.2f}" for x in loadavg) if loadavg else "?"
-        lines.append(f"| {name} | {cpu} | {cores} | {affinity} | {threads} | {e.get('torch', '?')} | "
-                     f"{e.get('shapiq', '—')} | {'quick' if e.get('quick') else 'full'} | {e.get('date', '?')} | "
-                     f"{load} |")
+        lines.append(
+            f"| {name} | {cpu} | {cores} | {affinity} | {threads} | {e.get('torch', '?')} | "
+            f"{e.get('shapiq', '—')} | {'quick' if e.get('quick') else 'full'} | {e.get('date', '?')} | "
+            f"{load} |"
+        )
     return "\n".join(lines)
 
 
@@ -1335,8 +1683,10 @@ def report(out_dir: Path = RESULTS, doc: Path = DOC) -> None:
     if gpu_json.is_file():
         body = format_gpu(json.loads(gpu_json.read_text()))
     else:
-        body = (f"_The GPU check has not run on a GPU yet: on a machine with an NVIDIA GPU run `{GPU_COMMAND}`; it "
-                f"writes {gpu_json}._")
+        body = (
+            f"_The GPU check has not run on a GPU yet: on a machine with an NVIDIA GPU run `{GPU_COMMAND}`; it "
+            f"writes {gpu_json}._"
+        )
     text = _replace_block(text, "gpu", body)
     text = _replace_block(text, "environment", environment_table(loaded))
     Path(doc).write_text(text)
@@ -1354,6 +1704,7 @@ def _replace_block(text: str, name: str, body: str) -> str:
 
 # --------------------------------------------------------------------------------------------------- main
 
+
 def endtoend(argv: list[str]) -> int:
     try:
         from scp.bench import e2e as bench_e2e
@@ -1368,17 +1719,37 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["endtoend"]:
         return endtoend(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m scp.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("which", choices=["estimator", "accuracy", "prefix", "long", "adaptive", "convexity",
-                                          "endtoend", "gpu", "all", "report", "long-worker"])
+    parser.add_argument(
+        "which",
+        choices=[
+            "estimator",
+            "accuracy",
+            "prefix",
+            "long",
+            "adaptive",
+            "convexity",
+            "endtoend",
+            "gpu",
+            "all",
+            "report",
+            "long-worker",
+        ],
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, contexts and sizes (a smoke run)")
     parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--m", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--dry-run", action="store_true",
-                        help="gpu: the CPU stands in for CUDA at tiny sizes (tests the plumbing; never gpu.json)")
-    parser.add_argument("--out", type=Path, help="gpu: the folder the JSON is written to (default results/bench; "
-                                                  "a dry run: a new temporary folder)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="gpu: the CPU stands in for CUDA at tiny sizes (tests the plumbing; never gpu.json)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="gpu: the folder the JSON is written to (default results/bench; a dry run: a new temporary folder)",
+    )
     args = parser.parse_args(argv)
     if args.which != "gpu" and (args.dry_run or args.out):
         parser.error("--dry-run and --out belong to gpu")
@@ -1407,10 +1778,15 @@ def main(argv: list[str] | None = None) -> int:
         code = endtoend((["--quick"] if args.quick else []) + threads)
         report()
         return code
-    {"estimator": lambda: estimator(quick=args.quick), "accuracy": lambda: accuracy(quick=args.quick),
-     "prefix": lambda: prefix(quick=args.quick), "adaptive": lambda: adaptive(quick=args.quick),
-     "long": lambda: long_contexts(quick=args.quick, threads=args.threads),
-     "convexity": lambda: convexity(quick=args.quick), "report": report}[args.which]()
+    {
+        "estimator": lambda: estimator(quick=args.quick),
+        "accuracy": lambda: accuracy(quick=args.quick),
+        "prefix": lambda: prefix(quick=args.quick),
+        "adaptive": lambda: adaptive(quick=args.quick),
+        "long": lambda: long_contexts(quick=args.quick, threads=args.threads),
+        "convexity": lambda: convexity(quick=args.quick),
+        "report": report,
+    }[args.which]()
     return 0
 
 

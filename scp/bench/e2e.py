@@ -7,7 +7,8 @@
 (b) embedding throughput in sentences/s: cold (the model encodes, in batches of 256 as the pruner asks, and of
     16) and cached (a new cache object reads the vectors back from disk);
 (c) training throughput (contexts/s) of the shipped preset (``scp.models.config.SHIPPED_PRESET``) and the wall time of
-    one epoch on the HotpotQA train split (embeddings precomputed from the cache beforehand; the epoch includes its validation pass and
+    one epoch on the HotpotQA train split (embeddings precomputed from the cache beforehand; the epoch includes its
+    validation pass and
     checkpoint writes);
 (d) ``scp prune`` throughput (records/s) in this process on a 50-record HotpotQA corpus, cold and warm cache.
 
@@ -27,8 +28,8 @@ import statistics
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -42,8 +43,16 @@ M = 50  # Monte-Carlo permutations, the default of ShapleyPruner and `scp prune`
 
 def summarize(what: str, unit: str, values: list[float], note: str = "") -> dict:
     """One table row: median, min and max of the repeats."""
-    return {"what": what, "unit": unit, "median": statistics.median(values), "min": min(values), "max": max(values),
-            "repeats": len(values), "values": values, "note": note}
+    return {
+        "what": what,
+        "unit": unit,
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "repeats": len(values),
+        "values": values,
+        "note": note,
+    }
 
 
 def repeat(fn: Callable[[], float], n: int) -> list[float]:
@@ -64,13 +73,19 @@ def _fmt(x: float) -> str:
 def format_table(result: dict) -> str:
     """The Markdown table of a result (``rows`` and ``meta`` as :func:`run` returns them)."""
     meta = result["meta"]
-    lines = [f"End-to-end, torch threads = {meta['torch_threads']}, CPUs usable = {meta['cpus_usable']}, "
-             f"load average {meta['loadavg_start'][0]:.2f} → {meta['loadavg_end'][0]:.2f}"
-             + (" (quick)" if meta["quick"] else ""), "",
-             "| measurement | median | min | max | unit | repeats | note |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"End-to-end, torch threads = {meta['torch_threads']}, CPUs usable = {meta['cpus_usable']}, "
+        f"load average {meta['loadavg_start'][0]:.2f} → {meta['loadavg_end'][0]:.2f}"
+        + (" (quick)" if meta["quick"] else ""),
+        "",
+        "| measurement | median | min | max | unit | repeats | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for row in result["rows"]:
-        lines.append(f"| {row['what']} | {_fmt(row['median'])} | {_fmt(row['min'])} | {_fmt(row['max'])} | "
-                     f"{row['unit']} | {row['repeats']} | {row['note']} |")
+        lines.append(
+            f"| {row['what']} | {_fmt(row['median'])} | {_fmt(row['min'])} | {_fmt(row['max'])} | "
+            f"{row['unit']} | {row['repeats']} | {row['note']} |"
+        )
     return "\n".join(lines)
 
 
@@ -108,10 +123,19 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
     if repeats < 1:
         raise InputError(f"repeats must be ≥ 1; got {repeats}")
     n_sentences, n_records = (64, 6) if quick else (512, 50)
-    meta = {"quick": quick, "repeats": repeats, "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "python": platform.python_version(), "cpus_usable": len(os.sched_getaffinity(0)),
-            "cpu_count": os.cpu_count(), "loadavg_start": list(os.getloadavg()), "checkpoint": _shown(checkpoint),
-            "n_permutations": M, "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    meta = {
+        "quick": quick,
+        "repeats": repeats,
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "loadavg_start": list(os.getloadavg()),
+        "checkpoint": _shown(checkpoint),
+        "n_permutations": M,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     rows = []
     import sentence_transformers  # noqa: F401  (imports are a per-process cost, kept out of the load time)
 
@@ -147,12 +171,23 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             p = pruner()
             return _timed(lambda: p.prune(ex.query, text, keep_ratio=0.5))
 
-        rows.append(summarize(f"(a) prune one context from raw text, cold cache ({n_split} sentences)", "s",
-                              repeat(cold_prune, repeats), f"M = {M}; split, embed, score, select"))
+        rows.append(
+            summarize(
+                f"(a) prune one context from raw text, cold cache ({n_split} sentences)",
+                "s",
+                repeat(cold_prune, repeats),
+                f"M = {M}; split, embed, score, select",
+            )
+        )
         warm_pruner.prune(ex.query, text, keep_ratio=0.5)
-        rows.append(summarize(f"(a) prune one context from raw text, warm cache ({n_split} sentences)", "s",
-                              repeat(lambda: _timed(lambda: warm_pruner.prune(ex.query, text, keep_ratio=0.5)),
-                                     repeats), f"M = {M}; embeddings in memory"))
+        rows.append(
+            summarize(
+                f"(a) prune one context from raw text, warm cache ({n_split} sentences)",
+                "s",
+                repeat(lambda: _timed(lambda: warm_pruner.prune(ex.query, text, keep_ratio=0.5)), repeats),
+                f"M = {M}; embeddings in memory",
+            )
+        )
 
         # (b) embedding throughput
         sentences = list(dict.fromkeys(u for e in _examples("test") for u in e.units))[:n_sentences]
@@ -165,13 +200,35 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
         def cached_embed() -> float:
             return len(sentences) / _timed(lambda: CachedEmbedder(inner, folders[0]).encode(sentences, batch_size=256))
 
-        rows.append(summarize(f"(b) embed {len(sentences)} sentences, cold", "sentences/s", repeat(cold_embed, repeats),
-                              "MiniLM, batch 256 as scp.data.features.build_contexts asks"))
-        rows.append(summarize(f"(b) embed {len(sentences)} sentences, cold, batch 16", "sentences/s",
-                              repeat(lambda: len(sentences) / _timed(lambda: CachedEmbedder(inner, fresh()).encode(
-                                  sentences, batch_size=16)), repeats), "each batch is padded to its longest text"))
-        rows.append(summarize(f"(b) embed {len(sentences)} sentences, cached", "sentences/s",
-                              repeat(cached_embed, repeats), "a new cache object reads the shards from disk"))
+        rows.append(
+            summarize(
+                f"(b) embed {len(sentences)} sentences, cold",
+                "sentences/s",
+                repeat(cold_embed, repeats),
+                "MiniLM, batch 256 as scp.data.features.build_contexts asks",
+            )
+        )
+        rows.append(
+            summarize(
+                f"(b) embed {len(sentences)} sentences, cold, batch 16",
+                "sentences/s",
+                repeat(
+                    lambda: (
+                        len(sentences) / _timed(lambda: CachedEmbedder(inner, fresh()).encode(sentences, batch_size=16))
+                    ),
+                    repeats,
+                ),
+                "each batch is padded to its longest text",
+            )
+        )
+        rows.append(
+            summarize(
+                f"(b) embed {len(sentences)} sentences, cached",
+                "sentences/s",
+                repeat(cached_embed, repeats),
+                "a new cache object reads the shards from disk",
+            )
+        )
 
         # (c) training the shipped preset
         overrides = dict(epochs=1, max_train_examples=32, max_val_examples=16) if quick else dict(epochs=1)
@@ -180,28 +237,46 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
         start = time.perf_counter()
         train_ctx, val_ctx, ids = prepare(train_config, embedder)
         prep = time.perf_counter() - start
-        meta.update(train_contexts=len(train_ctx), val_contexts=len(val_ctx), prepare_seconds=prep,
-                    prepare_encoded_texts=embedder.n_encoded)
+        meta.update(
+            train_contexts=len(train_ctx),
+            val_contexts=len(val_ctx),
+            prepare_seconds=prep,
+            prepare_encoded_texts=embedder.n_encoded,
+        )
         epochs = []
 
         def one_epoch() -> float:
             out = fresh()
-            epochs.append(_timed(lambda: train(train_config, train_ctx, val_ctx, out, embedder.id, progress=False,
-                                               data_ids=ids)))
+            epochs.append(
+                _timed(lambda: train(train_config, train_ctx, val_ctx, out, embedder.id, progress=False, data_ids=ids))
+            )
             return len(train_ctx) / epochs[-1]
 
-        rows.append(summarize(f"(c) training throughput, preset {SHIPPED_PRESET} ({len(train_ctx)} train contexts)", "contexts/s",
-                              repeat(one_epoch, repeats), f"M = {train_config.n_permutations}, batch "
-                                                          f"{train_config.batch_size}"))
-        rows.append(summarize("(c) one epoch on the HotpotQA train split", "s", epochs,
-                              f"+ validation on {len(val_ctx)} contexts and checkpoint writes"))
+        rows.append(
+            summarize(
+                f"(c) training throughput, preset {SHIPPED_PRESET} ({len(train_ctx)} train contexts)",
+                "contexts/s",
+                repeat(one_epoch, repeats),
+                f"M = {train_config.n_permutations}, batch {train_config.batch_size}",
+            )
+        )
+        rows.append(
+            summarize(
+                "(c) one epoch on the HotpotQA train split",
+                "s",
+                epochs,
+                f"+ validation on {len(val_ctx)} contexts and checkpoint writes",
+            )
+        )
 
         # (d) `scp prune` on a corpus
         corpus = tmp / "corpus.jsonl"
         with open(corpus, "w") as f:
             for e in _examples("test", n_records):
-                f.write(json.dumps({"id": e.id, "question": e.query, "sentences": list(e.units),
-                                    "titles": list(e.titles)}) + "\n")
+                f.write(
+                    json.dumps({"id": e.id, "question": e.query, "sentences": list(e.units), "titles": list(e.titles)})
+                    + "\n"
+                )
         outputs = iter(range(1 << 30))
         warm_corpus = pruner()
         prune_jsonl(corpus, tmp / "warmup.jsonl", pruner=warm_corpus, keep_ratio=0.5, progress=False)
@@ -210,10 +285,22 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             out = tmp / f"out{next(outputs)}.jsonl"
             return n_records / _timed(lambda: prune_jsonl(corpus, out, pruner=p, keep_ratio=0.5, progress=False))
 
-        rows.append(summarize(f"(d) scp prune, {n_records} records, cold cache", "records/s",
-                              repeat(lambda: prune_corpus(pruner()), repeats), f"M = {M}, in-process, models loaded"))
-        rows.append(summarize(f"(d) scp prune, {n_records} records, warm cache", "records/s",
-                              repeat(lambda: prune_corpus(warm_corpus), repeats), f"M = {M}"))
+        rows.append(
+            summarize(
+                f"(d) scp prune, {n_records} records, cold cache",
+                "records/s",
+                repeat(lambda: prune_corpus(pruner()), repeats),
+                f"M = {M}, in-process, models loaded",
+            )
+        )
+        rows.append(
+            summarize(
+                f"(d) scp prune, {n_records} records, warm cache",
+                "records/s",
+                repeat(lambda: prune_corpus(warm_corpus), repeats),
+                f"M = {M}",
+            )
+        )
     meta["loadavg_end"] = list(os.getloadavg())
     return {"meta": meta, "rows": rows}
 

@@ -12,7 +12,7 @@ antithetic pair means), which lie in an interval of width R = 2·B when the game
   term decides: any bound that holds for every distribution on an interval of width R pays ≈ R·ln(1/δ')/t (a draw
   may jump by R with small probability), and R = 2B = 2 is 100–1000× the gaps between near-tied sentences.
   Certificates say which kind they are (``rigorous``).  Only the Student interval takes the draws of the position
-  control variate (:func:`scp.core.shapley.first_layer_shapley`), whose range is not R.
+  control variate (:func:`scp.core.fast_path.first_layer_shapley`), whose range is not R.
 
 Each check uses δ' = δ / (n · R_max), R_max the number of rounds the schedule allows: a union bound over players
 and rounds (Theorem A.3 made sequential), so with probability ≥ 1 − δ every interval of every round holds at
@@ -23,67 +23,52 @@ once, whatever round stopping happens at.  With K̂ the estimated Top-K set, the
 Sampling stops once margin ≥ −``tolerance`` or at ``max_permutations``.  On the good event, every dropped player's
 true value exceeds every kept one's by at most −margin; so margin > 0 ("separated") means K̂ is the true Top-K
 set with probability ≥ 1 − δ, and margin ≥ −ε means no swap of a kept and a dropped player gains more than ε
-(for the Student interval: approximately, as t grows).
+(for the Student interval: approximately, as t grows).  The run's :class:`~scp.core.result.ShapleyResult` carries
+the :class:`~scp.core.result.TopKCertificate` (``result.certificate``).
+
+A ``budget`` of B coalition evaluations sets ``max_permutations`` to the largest M whose full schedule fits:
+M·(n − 1) + R(M)·(2 + e) ≤ B, R(M) the rounds of the schedule and e = 2·n·P with the position control variate
+(:func:`max_permutations_for_budget`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from scipy import stats
 
-from scp.core.games import Game
-from scp.core.shapley import (
-    ShapleyResult,
-    check_game,
-    derive_seed,
-    first_layer_shapley,
-    monte_carlo,
-    padded_permutations,
-    position_table,
-    resolve_seed,
-)
+from scp.core.fast_path import POSITION_GRID, first_layer_shapley, position_table
+from scp.core.games import Game, check_game
+from scp.core.monte_carlo import monte_carlo
+from scp.core.permutations import derive_seed, padded_permutations, resolve_seed
+from scp.core.result import ShapleyResult, TopKCertificate, check_budget, refuse_budget_below
+from scp.devices import eval_mode
 from scp.errors import InputError
-from scp.models.game import ValueNetGame
 
-__all__ = ["BOUNDS", "DEFAULT_MIN_PERMUTATIONS", "RIGOROUS", "TopKCertificate", "adaptive_deepsets_shapley",
-           "adaptive_monte_carlo", "bernstein_radius", "certify_topk", "check_options", "hoeffding_radius",
-           "round_schedule", "student_radius"]
+__all__ = [
+    "BOUNDS",
+    "DEFAULT_MAX_PERMUTATIONS",
+    "DEFAULT_MIN_PERMUTATIONS",
+    "RIGOROUS",
+    "adaptive_deepsets_shapley",
+    "adaptive_monte_carlo",
+    "bernstein_radius",
+    "certify_topk",
+    "check_options",
+    "hoeffding_radius",
+    "max_permutations_for_budget",
+    "round_schedule",
+    "student_radius",
+]
 
 BOUNDS = ("bernstein", "hoeffding", "student")
 RIGOROUS = ("bernstein", "hoeffding")
 DEFAULT_MIN_PERMUTATIONS = 16
-
-
-@dataclass(frozen=True)
-class TopKCertificate:
-    """What an adaptive run certified about its Top-K set (see the module docstring).
-
-    ``gap`` = φ̂_(K) − φ̂_(K+1) (estimated), ``radius`` = gap − margin (what the confidence intervals cost at the
-    boundary), ``certified`` = margin ≥ −tolerance, ``separated`` = margin > 0, ``rigorous`` = the intervals are
-    finite-sample bounds (not the asymptotic Student interval).  With K = n nothing is dropped: margin = gap = +inf.
-    """
-
-    k: int
-    delta: float
-    tolerance: float
-    bound: str
-    n_permutations: int
-    rounds: int
-    gap: float
-    radius: float
-    margin: float
-    certified: bool
-    separated: bool
-    stopped_at_max: bool
-    rigorous: bool = True
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+DEFAULT_MAX_PERMUTATIONS = 1000
+"""The largest M when neither ``max_permutations`` nor ``budget`` is given."""
 
 
 def hoeffding_radius(t: np.ndarray | int, value_range: float, delta: float) -> np.ndarray:
@@ -115,13 +100,14 @@ def round_schedule(min_permutations: int, max_permutations: int, antithetic: boo
     if max_permutations < min_permutations:
         raise InputError(f"max_permutations = {max_permutations} must be ≥ min_permutations = {min_permutations}")
     if antithetic and (min_permutations % 4 or max_permutations % 2):
-        raise InputError("antithetic rounds need min_permutations divisible by 4 (two pairs) and an even "
-                         f"max_permutations; got {min_permutations}, {max_permutations}")
+        raise InputError(
+            "antithetic rounds need min_permutations divisible by 4 (two pairs) and an even "
+            f"max_permutations; got {min_permutations}, {max_permutations}"
+        )
     totals = [int(min_permutations)]
     while totals[-1] < max_permutations:
         totals.append(int(min(2 * totals[-1], max_permutations)))
     return totals
-
 
 
 def _check(k: int, n: int, delta: float, tolerance: float, bound: str, control_variate: str | None) -> None:
@@ -130,20 +116,26 @@ def _check(k: int, n: int, delta: float, tolerance: float, bound: str, control_v
     check_options(delta, tolerance, bound, control_variate)
 
 
-def check_options(delta: float, tolerance: float = 0.0, bound: str = "bernstein",
-                  control_variate: str | None = None) -> None:
+def check_options(
+    delta: float, tolerance: float = 0.0, bound: str = "bernstein", control_variate: str | None = None
+) -> None:
     """Clear errors for δ outside (0, 1), a negative or infinite tolerance, an unknown bound, or a rigorous bound
     with a control variate (its draws do not lie in the game's range)."""
     if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
         raise InputError(f"delta (failure probability) must lie in (0, 1); got {delta!r}")
-    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not (
-            math.isfinite(tolerance) and tolerance >= 0):
+    if (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, (int, float))
+        or not (math.isfinite(tolerance) and tolerance >= 0)
+    ):
         raise InputError(f"tolerance must be a finite number ≥ 0; got {tolerance!r}")
     if bound not in BOUNDS:
         raise InputError(f"bound must be one of {BOUNDS}; got {bound!r}")
     if control_variate is not None and bound in RIGOROUS:
-        raise InputError(f"the {bound} bound needs draws in the game's range; with control_variate="
-                         f"{control_variate!r} use bound='student' (asymptotic), or drop the control variate")
+        raise InputError(
+            f"the {bound} bound needs draws in the game's range; with control_variate="
+            f"{control_variate!r} use bound='student' (asymptotic), or drop the control variate"
+        )
 
 
 class _Moments:
@@ -156,7 +148,7 @@ class _Moments:
         var = np.nan_to_num(np.asarray(std_error, np.float64) ** 2 * t) if t > 1 else 0.0  # ddof = 1 within the round
         mean = np.asarray(mean, np.float64)
         self.s1 += t * mean
-        self.s2 += (t - 1) * var + t * mean ** 2
+        self.s2 += (t - 1) * var + t * mean**2
         self.t += t
 
     @property
@@ -167,7 +159,7 @@ class _Moments:
     def variance(self) -> np.ndarray:
         if self.t < 2:
             return np.full_like(self.s1, np.nan)
-        return np.maximum(self.s2 - self.t * self.mean ** 2, 0.0) / (self.t - 1)
+        return np.maximum(self.s2 - self.t * self.mean**2, 0.0) / (self.t - 1)
 
 
 def certify_topk(mean: np.ndarray, radius: np.ndarray, k: int) -> tuple[float, float]:
@@ -189,68 +181,186 @@ def _radius(moments: _Moments, value_range: float, delta_each: float, bound: str
     return bernstein_radius(moments.variance, moments.t, value_range, delta_each)
 
 
-def _certificate(moments: _Moments, k: int, delta: float, tolerance: float, bound: str, value_range: float,
-                 n_rounds: int, rounds: int, m_used: int, at_max: bool) -> TopKCertificate:
+def _certificate(
+    moments: _Moments,
+    k: int,
+    delta: float,
+    tolerance: float,
+    bound: str,
+    value_range: float,
+    n_rounds: int,
+    rounds: int,
+    m_used: int,
+    at_max: bool,
+) -> TopKCertificate:
     n = moments.s1.size
     radius = _radius(moments, value_range, delta / (n * n_rounds), bound)
     gap, margin = certify_topk(moments.mean, radius, k)
     certified = margin >= -tolerance
-    return TopKCertificate(k=int(k), delta=float(delta), tolerance=float(tolerance), bound=bound,
-                           n_permutations=int(m_used), rounds=rounds, gap=gap, radius=gap - margin if math.isfinite(gap)
-                           else 0.0, margin=margin, certified=bool(certified), separated=bool(margin > 0),
-                           stopped_at_max=bool(at_max and not certified), rigorous=bound in RIGOROUS)
+    return TopKCertificate(
+        k=int(k),
+        delta=float(delta),
+        tolerance=float(tolerance),
+        bound=bound,
+        n_permutations=int(m_used),
+        rounds=rounds,
+        gap=gap,
+        radius=gap - margin if math.isfinite(gap) else 0.0,
+        margin=margin,
+        certified=bool(certified),
+        separated=bool(margin > 0),
+        stopped_at_max=bool(at_max and not certified),
+        rigorous=bound in RIGOROUS,
+    )
 
 
-def adaptive_monte_carlo(game: Game, k: int, delta: float = 0.05, min_permutations: int = DEFAULT_MIN_PERMUTATIONS,
-                         max_permutations: int = 1000, antithetic: bool = False, seed: int | None = None,
-                         value_range: float | None = None, tolerance: float = 0.0, bound: str = "bernstein",
-                         control_variate: str | None = None, device: str | torch.device | None = None
-                         ) -> ShapleyResult:
+def max_permutations_for_budget(
+    budget: int,
+    n: int,
+    min_permutations: int = DEFAULT_MIN_PERMUTATIONS,
+    antithetic: bool = False,
+    control_variate: str | None = None,
+) -> int:
+    """The largest ``max_permutations`` M whose whole schedule fits in ``budget`` coalition evaluations:
+    M·(n − 1) + R(M)·(2 + e) ≤ budget, R(M) = len(round_schedule(min_permutations, M)) and e = 2·n·P with the
+    position control variate (each round values ∅ and N, and the game path recomputes the variate's table).  A
+    budget below one round of ``min_permutations`` is refused; with n = 1 one round is exact: M = min_permutations."""
+    budget = check_budget(budget)
+    extra = 2 * n * POSITION_GRID if control_variate == "position" else 0
+
+    def cost(m: int) -> int:
+        return m * (n - 1) + len(round_schedule(min_permutations, m, antithetic)) * (2 + extra)
+
+    refuse_budget_below(
+        budget,
+        cost(min_permutations),
+        "adaptive",
+        n,
+        f"one round of min_permutations = {min_permutations}, {min_permutations}·(n − 1) + 2"
+        + (f" + 2·n·{POSITION_GRID}" if extra else ""),
+    )
+    if n == 1:
+        return min_permutations
+    m = (budget - 2 - extra) // (n - 1)
+    m -= m % 2 if antithetic else 0
+    while cost(m) > budget:  # cost(min_permutations) fits, so this stops at M ≥ min_permutations
+        m -= 2 if antithetic else 1
+    return m
+
+
+def _resolve_max(
+    n: int,
+    max_permutations: int | None,
+    budget: int | None,
+    min_permutations: int,
+    antithetic: bool,
+    control_variate: str | None,
+) -> int:
+    if budget is not None and max_permutations is not None:
+        raise InputError(
+            f"give budget (evaluations) or max_permutations, not both; got budget={budget!r}, "
+            f"max_permutations={max_permutations!r}"
+        )
+    if budget is not None:
+        return max_permutations_for_budget(budget, n, min_permutations, antithetic, control_variate)
+    return DEFAULT_MAX_PERMUTATIONS if max_permutations is None else max_permutations
+
+
+def adaptive_monte_carlo(
+    game: Game,
+    k: int,
+    delta: float = 0.05,
+    min_permutations: int = DEFAULT_MIN_PERMUTATIONS,
+    max_permutations: int | None = None,
+    antithetic: bool = False,
+    seed: int | None = None,
+    value_range: float | None = None,
+    tolerance: float = 0.0,
+    bound: str = "bernstein",
+    control_variate: str | None = None,
+    device: str | torch.device | None = None,
+    *,
+    budget: int | None = None,
+) -> ShapleyResult:
     """Monte-Carlo Shapley values with M chosen in rounds until the Top-K set is certified (module docstring).
 
     ``value_range`` bounds max v − min v over coalitions (marginals then lie in an interval of width 2·value_range);
-    it defaults to the network's bound B for a value-network game and must be given for any other game.  Returns a
-    :class:`~scp.core.shapley.ShapleyResult` whose ``n_permutations`` is the M used and whose
-    ``metadata["certificate"]`` is the :class:`TopKCertificate` as a dict.  The same seed gives the same numbers.
+    it defaults to the game's ``value_bound`` (a :class:`~scp.models.game.ValueNetGame`: its network's bound B) and
+    must be given for a game without one.  ``max_permutations`` (default :data:`DEFAULT_MAX_PERMUTATIONS`) or
+    ``budget`` (:func:`max_permutations_for_budget`) caps M; not both.  Returns a
+    :class:`~scp.core.result.ShapleyResult` whose ``n_permutations`` is the M used and whose ``certificate`` is the
+    :class:`~scp.core.result.TopKCertificate`.  The same seed gives the same numbers.
     """
     n = check_game(game)
     _check(k, n, delta, tolerance, bound, control_variate)
     if value_range is None:
-        if not isinstance(game, ValueNetGame):
-            raise InputError("value_range (a bound on max v − min v) is needed for a game that is not a ValueNetGame")
-        value_range = float(game.net.bound)
+        value_range = getattr(game, "value_bound", None)
+        if value_range is None:
+            raise InputError(
+                "value_range (a bound on max v − min v) is needed for a game without a value_bound (a "
+                "ValueNetGame has one: its network's bound B)"
+            )
+        value_range = float(value_range)
     if not (isinstance(value_range, (int, float)) and math.isfinite(value_range) and value_range > 0):
         raise InputError(f"value_range must be a finite number > 0; got {value_range!r}")
+    max_permutations = _resolve_max(n, max_permutations, budget, min_permutations, antithetic, control_variate)
     schedule = round_schedule(min_permutations, max_permutations, antithetic)
     seed = resolve_seed(seed)
     moments, used, evaluations = _Moments(n), 0, 0
     for r, total in enumerate(schedule, start=1):
-        res = monte_carlo(game, total - used, antithetic=antithetic, seed=derive_seed(seed, f"adaptive-round-{r}"),
-                          control_variate=control_variate, device=device)
+        res = monte_carlo(
+            game,
+            total - used,
+            antithetic=antithetic,
+            seed=derive_seed(seed, f"adaptive-round-{r}"),
+            control_variate=control_variate,
+            device=device,
+        )
         draws = (total - used) // 2 if antithetic else total - used
         moments.add(res.values, res.std_errors, draws)
         used, evaluations = total, evaluations + res.n_evaluations
-        cert = _certificate(moments, k, delta, tolerance, bound, 2.0 * value_range, len(schedule), r, used,
-                            total == schedule[-1])
+        cert = _certificate(
+            moments, k, delta, tolerance, bound, 2.0 * value_range, len(schedule), r, used, total == schedule[-1]
+        )
         if cert.certified:
             break
-    return ShapleyResult(values=moments.mean, std_errors=np.sqrt(moments.variance / moments.t),
-                         n_evaluations=int(evaluations), method="monte_carlo[adaptive]", seed=seed,
-                         n_permutations=used, metadata={"antithetic": antithetic, "control_variate": control_variate,
-                                                        "certificate": cert.as_dict()})
+    return ShapleyResult(
+        values=moments.mean,
+        std_errors=np.sqrt(moments.variance / moments.t),
+        n_evaluations=int(evaluations),
+        method="monte_carlo[adaptive]",
+        seed=seed,
+        n_permutations=used,
+        metadata={"antithetic": antithetic, "control_variate": control_variate},
+        certificate=cert,
+    )
 
 
-def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None = None,
-                              extra: torch.Tensor | None = None, k: int | Sequence[int] = 1, delta: float = 0.05,
-                              min_permutations: int = DEFAULT_MIN_PERMUTATIONS, max_permutations: int = 1000,
-                              antithetic: bool = False, seeds: int | Sequence[int] | None = None,
-                              tolerance: float = 0.0, bound: str = "bernstein", control_variate: str | None = None
-                              ) -> tuple[list[np.ndarray], list[TopKCertificate]]:
+def adaptive_deepsets_shapley(
+    net,
+    units: torch.Tensor,
+    query: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    extra: torch.Tensor | None = None,
+    k: int | Sequence[int] = 1,
+    delta: float = 0.05,
+    min_permutations: int = DEFAULT_MIN_PERMUTATIONS,
+    max_permutations: int | None = None,
+    antithetic: bool = False,
+    seeds: int | Sequence[int] | None = None,
+    tolerance: float = 0.0,
+    bound: str = "bernstein",
+    control_variate: str | None = None,
+    *,
+    budget: int | None = None,
+) -> list[ShapleyResult]:
     """:func:`adaptive_monte_carlo` for a padded batch of value-network contexts, without gradients.
 
-    ψ and ρ's first layer run once per context; each round values only the contexts not yet certified.  Context
-    i's draws come from its own seed and length, so its values and certificate do not depend on the batch.
-    Returns per context its n_i Shapley values (float64) and its certificate.
+    ψ and ρ's first layer (and the position control variate's table) run once per context; each round values only
+    the contexts not yet certified.  Context i's draws come from its own seed and length (and, with a ``budget``,
+    its own ``max_permutations``), so its values and certificate do not depend on the batch.  ``k`` is one K or
+    one per context.  Returns one :class:`~scp.core.result.ShapleyResult` per context: its n_i Shapley values
+    (float64), the M used, the evaluations spent (the variate's table counted once) and its ``certificate``.
     """
     b, n, _ = units.shape
     mask = torch.ones(b, n, dtype=torch.bool, device=units.device) if mask is None else mask.to(torch.bool)
@@ -260,45 +370,89 @@ def adaptive_deepsets_shapley(net, units: torch.Tensor, query: torch.Tensor, mas
         raise InputError(f"got {len(ks)} values of k for a batch of {b} contexts")
     for ki, ni in zip(ks, n_units):
         _check(ki, ni, delta, tolerance, bound, control_variate)
-    seeds = [resolve_seed(seeds)] * b if seeds is None or isinstance(seeds, (int, np.integer)) else \
-        [resolve_seed(s) for s in seeds]
+    seeds = (
+        [resolve_seed(seeds)] * b
+        if seeds is None or isinstance(seeds, (int, np.integer))
+        else [resolve_seed(s) for s in seeds]
+    )
     if len(seeds) != b:
         raise InputError(f"got {len(seeds)} seeds for a batch of {b} contexts")
-    schedule = round_schedule(min_permutations, max_permutations, antithetic)
-    was_training = net.training
-    net.eval()
-    try:
-        with torch.no_grad():
-            h, base = net.encode(units, query, extra, mask)
-            w, bias = net.rho_first_layer()
-            g = (h @ w.T) * mask[..., None].to(h.dtype)
-            g0 = base @ w.T + bias
-            table = position_table(net, g, g0, mask) if control_variate == "position" else None  # once per context
-            moments = [_Moments(ni) for ni in n_units]
-            certs: list[TopKCertificate | None] = [None] * b
-            active, used = list(range(b)), 0
-            for r, total in enumerate(schedule, start=1):
-                width = max(n_units[i] for i in active)
-                round_seeds = [derive_seed(seeds[i], f"adaptive-round-{r}") for i in active]
-                perms = padded_permutations([n_units[i] for i in active], width, total - used, antithetic,
-                                            round_seeds).to(units.device)
-                res = first_layer_shapley(net, g[active, :width], g0[active], mask[active, :width], perms,
-                                          antithetic=antithetic, seeds=round_seeds, control_variate=control_variate,
-                                          position_table=None if table is None else table[active, :width, :width])
-                draws = (total - used) // 2 if antithetic else total - used
-                used = total
-                still = []
-                for row, i in enumerate(active):
-                    ni = n_units[i]
-                    moments[i].add(res.values[row, :ni].double().cpu().numpy(),
-                                   res.std_errors[row, :ni].double().cpu().numpy(), draws)
-                    certs[i] = _certificate(moments[i], ks[i], delta, tolerance, bound, 2.0 * net.bound,
-                                            len(schedule), r, used, total == schedule[-1])
-                    if not certs[i].certified:
+    schedules = [
+        round_schedule(
+            min_permutations,
+            _resolve_max(ni, max_permutations, budget, min_permutations, antithetic, control_variate),
+            antithetic,
+        )
+        for ni in n_units
+    ]
+    with eval_mode(net), torch.no_grad():
+        h, base = net.encode(units, query, extra, mask)
+        w, bias = net.rho_first_layer()
+        g = (h @ w.T) * mask[..., None].to(h.dtype)
+        g0 = base @ w.T + bias
+        table = position_table(net, g, g0, mask) if control_variate == "position" else None  # once per context
+        moments = [_Moments(ni) for ni in n_units]
+        certs: list[TopKCertificate | None] = [None] * b
+        used = [0] * b
+        evaluations = [2 * ni * POSITION_GRID if table is not None else 0 for ni in n_units]
+        active, r = list(range(b)), 0
+        while active:
+            r += 1
+            steps = [schedules[i][r - 1] - used[i] for i in active]
+            still = []
+            for m in dict.fromkeys(steps):  # contexts that draw the same M this round share one call
+                rows = [i for i, step in zip(active, steps) if step == m]
+                width = max(n_units[i] for i in rows)
+                round_seeds = [derive_seed(seeds[i], f"adaptive-round-{r}") for i in rows]
+                perms = padded_permutations([n_units[i] for i in rows], width, m, antithetic, round_seeds).to(
+                    units.device
+                )
+                res = first_layer_shapley(
+                    net,
+                    g[rows, :width],
+                    g0[rows],
+                    mask[rows, :width],
+                    perms,
+                    antithetic=antithetic,
+                    seeds=round_seeds,
+                    control_variate=control_variate,
+                    position_table=None if table is None else table[rows, :width, :width],
+                )
+                draws = m // 2 if antithetic else m
+                for row, i in enumerate(rows):
+                    ni, last = n_units[i], schedules[i][-1]
+                    moments[i].add(
+                        res.values[row, :ni].double().cpu().numpy(),
+                        res.std_errors[row, :ni].double().cpu().numpy(),
+                        draws,
+                    )
+                    used[i] += m
+                    evaluations[i] += int(res.n_evaluations[row])
+                    certs[i] = _certificate(
+                        moments[i],
+                        ks[i],
+                        delta,
+                        tolerance,
+                        bound,
+                        2.0 * net.bound,
+                        len(schedules[i]),
+                        r,
+                        used[i],
+                        used[i] == last,
+                    )
+                    if not certs[i].certified and used[i] < last:
                         still.append(i)
-                active = still
-                if not active:
-                    break
-    finally:
-        net.train(was_training)
-    return [m.mean for m in moments], certs
+            active = sorted(still)
+    return [
+        ShapleyResult(
+            values=mo.mean,
+            std_errors=np.sqrt(mo.variance / mo.t),
+            n_evaluations=int(ev),
+            method="monte_carlo[adaptive]",
+            seed=seed,
+            n_permutations=u,
+            metadata={"antithetic": antithetic, "control_variate": control_variate},
+            certificate=cert,
+        )
+        for mo, ev, seed, u, cert in zip(moments, evaluations, seeds, used, certs)
+    ]

@@ -8,11 +8,11 @@ A transferable-utility game on players N = {0..n-1} is a set function v: 2^N →
 from __future__ import annotations
 
 import abc
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from scp.errors import InputError
+from scp.errors import InputError, InputTypeError
 
 
 def as_coalitions(coalitions, n_players: int) -> np.ndarray:
@@ -44,15 +44,55 @@ def real_values(values, what: str) -> np.ndarray:
 
     ``np.asarray(values, dtype=float64)`` would drop the imaginary part of complex values with only numpy's
     ComplexWarning (a game valued 1j·|S| would give Shapley values 0); ``what`` names the game in the message.
-    Finiteness is checked where the values are used (:func:`scp.core.shapley.evaluate_game`)."""
+    Finiteness is checked where the values are used (:func:`evaluate_game`)."""
     raw = np.asarray(values)
     if raw.dtype.kind not in "biuf":
         kinds = {"c": "complex", "O": "non-numeric (object)", "U": "string", "S": "bytes"}
         kind = kinds.get(raw.dtype.kind, "non-real")
         hint = " (take .real if the imaginary parts are 0)" if raw.dtype.kind == "c" else ""
-        raise InputError(f"{what} gave {kind} values (dtype {raw.dtype}){hint}; a game's values must be real "
-                         "numbers (int or float)")
+        raise InputError(
+            f"{what} gave {kind} values (dtype {raw.dtype}){hint}; a game's values must be real numbers (int or float)"
+        )
     return np.asarray(raw, dtype=np.float64).reshape(-1)  # no copy when the values are float64 already
+
+
+def check_game(game) -> int:
+    """The number of players of ``game``, after checking it is a game (a callable with ``n_players`` ≥ 1)."""
+    if not callable(game):
+        raise InputTypeError(
+            f"a game must be callable on a (k × n) boolean coalition matrix; got {type(game).__name__}"
+        )
+    n = getattr(game, "n_players", None)
+    if n is None:
+        raise InputTypeError(
+            f"{game_name(game)} has no n_players: wrap a plain function as scp.core.games.FunctionGame(fn, n_players)"
+        )
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError(f"{game_name(game)} has n_players = {n!r}: a game needs at least one player")
+    return int(n)
+
+
+def game_name(game) -> str:
+    """How messages name a game: its ``__name__``, else its class name."""
+    return getattr(game, "__name__", None) or type(game).__name__
+
+
+def evaluate_game(game, coalitions: np.ndarray) -> np.ndarray:
+    """v of each row of ``coalitions`` as float64, refusing complex or non-numeric values (numpy would drop an
+    imaginary part with only a warning) and NaN or ±inf values (they would poison every φ_i).  Every estimator
+    values a user's game through this function."""
+    values = real_values(game(coalitions), game_name(game))
+    if values.shape[0] != coalitions.shape[0]:
+        raise InputError(f"{game_name(game)} returned {values.shape[0]} values for {coalitions.shape[0]} coalitions")
+    bad = ~np.isfinite(values)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        raise InputError(
+            f"{game_name(game)} returned non-finite values (NaN or inf) for {int(bad.sum())} of "
+            f"{len(values)} coalitions (first: players {np.flatnonzero(coalitions[first]).tolist()} "
+            f"-> {values[first]}); Shapley values of such a game are undefined"
+        )
+    return values
 
 
 class Game(abc.ABC):
@@ -64,7 +104,9 @@ class Game(abc.ABC):
         C = as_coalitions(coalitions, self.n_players)
         values = real_values(self.value(C), f"{type(self).__name__}.value")
         if values.shape[0] != C.shape[0]:
-            raise RuntimeError(f"{type(self).__name__}.value returned {values.shape[0]} values for {C.shape[0]} coalitions")
+            raise RuntimeError(
+                f"{type(self).__name__}.value returned {values.shape[0]} values for {C.shape[0]} coalitions"
+            )
         return values
 
     @abc.abstractmethod
@@ -115,11 +157,11 @@ class TableGame(Game):
         self.values, self.n_players = values, n
 
     @classmethod
-    def from_game(cls, game: Game) -> "TableGame":
+    def from_game(cls, game: Game) -> TableGame:
         return cls(game.table())
 
     @classmethod
-    def random(cls, n_players: int, seed: int = 0, bound: float = 1.0, normalize: bool = False) -> "TableGame":
+    def random(cls, n_players: int, seed: int = 0, bound: float = 1.0, normalize: bool = False) -> TableGame:
         """Uniform values in [0, bound]; with ``normalize`` v(∅) = 0."""
         rng = np.random.default_rng(seed)
         values = rng.uniform(0.0, bound, size=2**n_players)
@@ -213,3 +255,31 @@ class MaxSumGame(Game):
 def _check_n(n: int) -> None:
     if n < 1:
         raise InputError(f"a game needs at least one player; got n = {n}")
+
+
+class LookupGame(TableGame):
+    """A table game (:class:`TableGame`) that remembers which coalitions were asked for, to price an estimator
+    whose every coalition is a costly evaluation (an LM call) that a real run would cache.
+
+    ``tokens`` gives the cost of each coalition, indexed by bitmask like ``values`` (LM tokens in notebook 11;
+    default 0); ``n_coalitions`` is the number of distinct coalitions queried so far and ``n_tokens`` their cost,
+    so a repeated coalition costs nothing.
+    """
+
+    def __init__(self, values, tokens=None):
+        super().__init__(values)
+        self.tokens = np.zeros(self.values.size, dtype=np.int64) if tokens is None else np.asarray(tokens)
+        self.seen = np.zeros(self.values.size, dtype=bool)
+
+    def value(self, coalitions):
+        masks = coalitions.astype(np.int64) @ (np.int64(1) << np.arange(self.n_players, dtype=np.int64))
+        self.seen[masks] = True
+        return self.values[masks]
+
+    @property
+    def n_coalitions(self) -> int:
+        return int(self.seen.sum())
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.tokens[self.seen].sum())

@@ -9,19 +9,27 @@ to coverage), which top-K by Shapley value or by a pointwise score cannot see.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from scp.devices import eval_mode
 from scp.errors import InputError
 
 __all__ = ["greedy_select"]
 
 
-def greedy_select(net, units: torch.Tensor, query: torch.Tensor, extra: torch.Tensor | None = None, *,
-                  k: int | None = None, costs: Sequence[float] | None = None,
-                  budget: float | None = None) -> list[int]:
+def greedy_select(
+    net,
+    units: torch.Tensor,
+    query: torch.Tensor,
+    extra: torch.Tensor | None = None,
+    *,
+    k: int | None = None,
+    costs: Sequence[float] | None = None,
+    budget: float | None = None,
+) -> list[int]:
     """Indices chosen greedily by marginal value (per unit of cost when ``costs`` are given), in pick order.
 
     Exactly one of ``k`` (units to keep) or ``budget`` (total cost, with ``costs`` such as token counts).
@@ -37,24 +45,19 @@ def greedy_select(net, units: torch.Tensor, query: torch.Tensor, extra: torch.Te
         raise InputError(f"costs must be {n} positive numbers")
     if budget is not None and (costs is None or not budget > 0):
         raise InputError("a budget needs positive costs and budget > 0")
-    was_training = net.training
-    net.eval()
     chosen: list[int] = []
-    try:
-        with torch.no_grad():
-            h, base = net.encode(units[None], query[None], None if extra is None else extra[None])
-            h, pooled = h[0], base[0]
-            left = budget if budget is not None else float("inf")
+    with eval_mode(net), torch.no_grad():
+        h, base = net.encode(units[None], query[None], None if extra is None else extra[None])
+        h, pooled = h[0], base[0]
+        left = budget if budget is not None else float("inf")
+        current = net.pooled_value(pooled[None])[0]
+        while k is None or len(chosen) < k:
+            free = [i for i in range(n) if i not in chosen and cost[i] <= left]
+            if not free:
+                break
+            gains = (net.pooled_value(pooled[None] + h[free]) - current).double().numpy() / cost[free]
+            best = free[int(np.argmax(gains))]
+            chosen.append(best)
+            pooled, left = pooled + h[best], left - cost[best]
             current = net.pooled_value(pooled[None])[0]
-            while k is None or len(chosen) < k:
-                free = [i for i in range(n) if i not in chosen and cost[i] <= left]
-                if not free:
-                    break
-                gains = (net.pooled_value(pooled[None] + h[free]) - current).double().numpy() / cost[free]
-                best = free[int(np.argmax(gains))]
-                chosen.append(best)
-                pooled, left = pooled + h[best], left - cost[best]
-                current = net.pooled_value(pooled[None])[0]
-    finally:
-        net.train(was_training)
     return chosen

@@ -10,8 +10,8 @@ import math
 import re
 import string
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy.stats import rankdata
@@ -74,8 +74,12 @@ def aggregate(values: Sequence[float], n_boot: int = 1000, seed: int = 0, ci: fl
         return Aggregate(math.nan, math.nan, math.nan, 0, excluded)
     rng = np.random.default_rng(seed)
     chunk = max(1, 10_000_000 // v.size)  # bound the (resamples × n) index matrix in memory
-    means = np.concatenate([v[rng.integers(0, v.size, size=(min(chunk, n_boot - i), v.size))].mean(axis=1)
-                            for i in range(0, n_boot, chunk)])
+    means = np.concatenate(
+        [
+            v[rng.integers(0, v.size, size=(min(chunk, n_boot - i), v.size))].mean(axis=1)
+            for i in range(0, n_boot, chunk)
+        ]
+    )
     low, high = np.quantile(means, [(1 - ci) / 2, (1 + ci) / 2])
     return Aggregate(float(v.mean()), float(low), float(high), int(v.size), excluded)
 
@@ -214,7 +218,7 @@ def kendall_tau_b(a: Sequence[float], b: Sequence[float]) -> float:
         raise InputError("inputs contain NaN")
     s = untied_x = untied_y = 0
     for i in range(x.size - 1):
-        dx, dy = np.sign(x[i + 1:] - x[i]), np.sign(y[i + 1:] - y[i])
+        dx, dy = np.sign(x[i + 1 :] - x[i]), np.sign(y[i + 1 :] - y[i])
         s += int((dx * dy).sum())
         untied_x += int(np.count_nonzero(dx))
         untied_y += int(np.count_nonzero(dy))
@@ -223,9 +227,9 @@ def kendall_tau_b(a: Sequence[float], b: Sequence[float]) -> float:
     return s / math.sqrt(untied_x * untied_y)
 
 
-
-def paired_difference(a: Sequence[float], b: Sequence[float], n_boot: int = 1000, seed: int = 0,
-                      ci: float = 0.95) -> Aggregate:
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+) -> Aggregate:
     """Mean of the per-example differences a_k − b_k with a percentile-bootstrap CI (:func:`aggregate`).
 
     Both methods are scored on the same examples, so resampling examples (not the two means separately)

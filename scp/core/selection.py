@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,29 +28,41 @@ def check_criterion(*, top_k=None, keep_ratio=None, threshold=None, token_budget
 
     Cheap, so callers run it before any expensive ranking.
     """
-    given = {k: v for k, v in dict(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
-                                    token_budget=token_budget).items() if v is not None}
+    given = {
+        k: v
+        for k, v in dict(top_k=top_k, keep_ratio=keep_ratio, threshold=threshold, token_budget=token_budget).items()
+        if v is not None
+    }
     if len(given) != 1:
-        raise InputError(f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}")
-    (name, value), = given.items()
+        raise InputError(
+            f"give exactly one of top_k, keep_ratio, threshold, token_budget; got {sorted(given) or 'none'}"
+        )
+    ((name, value),) = given.items()
     is_int = is_integer(value)
     if name == "top_k" and not (is_int and value >= 1):
         raise InputError(f"top_k must be an integer ≥ 1; got {value!r}")
     if name == "keep_ratio" and not (is_real(value) and 0 < value <= 1):  # NaN fails the comparison
         raise InputError(f"keep_ratio must be a number in (0, 1]; got {value!r} ({type(value).__name__})")
-    if name == "threshold" and not ((isinstance(value, str) and value == "mean")
-                                    or (is_real(value) and math.isfinite(value))):
+    if name == "threshold" and not (
+        (isinstance(value, str) and value == "mean") or (is_real(value) and math.isfinite(value))
+    ):
         raise InputError(f"threshold must be 'mean' or a finite number; got {value!r}")
     if name == "token_budget" and not (is_int and value >= 0):
         raise InputError(f"token_budget must be a non-negative integer; got {value!r} ({type(value).__name__})")
     if isinstance(value, np.generic):  # described by the Python number it is: np.float32(0.1) is 0.10000000149…,
-        value = value.item()           # which keeps more units than 0.1 and must not read "keep_ratio=0.1"
+        value = value.item()  # which keeps more units than 0.1 and must not read "keep_ratio=0.1"
     return f"{name}={value}"
 
 
-def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: float | None = None,
-           threshold: str | float | None = None, token_counts: Sequence[int] | None = None,
-           token_budget: int | None = None) -> tuple[np.ndarray, str]:
+def select(
+    scores: Sequence[float],
+    *,
+    top_k: int | None = None,
+    keep_ratio: float | None = None,
+    threshold: str | float | None = None,
+    token_counts: Sequence[int] | None = None,
+    token_budget: int | None = None,
+) -> tuple[np.ndarray, str]:
     """Indices to keep (sorted) under exactly one criterion, and the criterion's description.
 
     - ``top_k``: the k highest scores;  ``keep_ratio``: the ceil(r·n) highest (at least one);
@@ -68,9 +80,9 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
         raise InputError("scores contain NaN or inf")
     order = np.argsort(-s, kind="stable")
     if top_k is not None:
-        keep = order[:min(top_k, n)]
+        keep = order[: min(top_k, n)]
     elif keep_ratio is not None:
-        keep = order[:keep_count(n, keep_ratio)]
+        keep = order[: keep_count(n, keep_ratio)]
     elif threshold is not None:
         keep = np.flatnonzero(s >= (s.mean() if threshold == "mean" else float(threshold)) - 1e-12)
     else:
@@ -83,8 +95,10 @@ def select(scores: Sequence[float], *, top_k: int | None = None, keep_ratio: flo
                 used += counts[i]
         keep = np.asarray(chosen, dtype=np.int64)
         if not chosen:
-            warn_user(f"token_budget={token_budget} keeps no unit: the shortest of the {n} units has "
-                      f"{int(counts.min())} tokens, so the pruned text is empty")
+            warn_user(
+                f"token_budget={token_budget} keeps no unit: the shortest of the {n} units has "
+                f"{int(counts.min())} tokens, so the pruned text is empty"
+            )
     return np.sort(keep), desc
 
 

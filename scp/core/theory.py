@@ -13,9 +13,9 @@ Bad inputs raise :class:`ValueError` with a message naming the offending argumen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -38,7 +38,9 @@ def as_table(game_or_table: GameOrTable, max_players: int = MAX_PLAYERS, what: s
     if isinstance(game_or_table, Game):
         n = int(game_or_table.n_players)
         if n > limit:
-            raise InputError(f"{what} has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
+            raise InputError(
+                f"{what} has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}"
+            )
         table = real_values(game_or_table.table(), f"{what}.table()")
         if table.size != 2**n:
             raise InputError(f"{what}.table() returned {table.size} values; expected 2^{n} = {2**n}")
@@ -46,7 +48,9 @@ def as_table(game_or_table: GameOrTable, max_players: int = MAX_PLAYERS, what: s
         try:
             raw = np.asarray(game_or_table)
         except (TypeError, ValueError) as exc:
-            raise InputError(f"{what} must be a Game or a 1-d array of 2^n values; got {type(game_or_table).__name__}") from exc
+            raise InputError(
+                f"{what} must be a Game or a 1-d array of 2^n values; got {type(game_or_table).__name__}"
+            ) from exc
         if raw.ndim != 1:
             raise InputError(f"{what} table must be 1-d (2^n values indexed by bitmask); got shape {raw.shape}")
         table = real_values(raw, f"{what} table")
@@ -54,7 +58,9 @@ def as_table(game_or_table: GameOrTable, max_players: int = MAX_PLAYERS, what: s
         if table.size < 2 or 2**n != table.size:
             raise InputError(f"{what} table must have length 2^n with n >= 1; got length {table.size}")
         if n > limit:
-            raise InputError(f"{what} table has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}")
+            raise InputError(
+                f"{what} table has n = {n} players; enumerating 2^n coalitions is refused above max_players = {limit}"
+            )
     if not np.isfinite(table).all():
         raise InputError(f"{what} values must be finite")
     return table, n
@@ -232,7 +238,9 @@ class CoreViolation:
     violation: float
 
 
-def core_violation(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> CoreViolation:
+def core_violation(
+    game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS
+) -> CoreViolation:
     """Efficiency gap and the most violated coalition constraint x(S) ≥ v(S) of ``allocation``."""
     table, n = as_table(game_or_table, max_players)
     x = _check_allocation(allocation, n)
@@ -245,7 +253,9 @@ def core_violation(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *,
         proper = excess[1:-1]
         m = int(np.argmax(proper)) + 1
         most, viol = _players(m), float(excess[m])
-    return CoreViolation(in_core=bool(abs(gap) <= tol and viol <= tol), efficiency_gap=gap, most_violated=most, violation=viol)
+    return CoreViolation(
+        in_core=bool(abs(gap) <= tol and viol <= tol), efficiency_gap=gap, most_violated=most, violation=viol
+    )
 
 
 def in_core(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> bool:
@@ -253,7 +263,9 @@ def in_core(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_pl
     return core_violation(game_or_table, allocation, tol, max_players=max_players).in_core
 
 
-def in_epsilon_core(game_or_table: GameOrTable, allocation, eps: float, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> bool:
+def in_epsilon_core(
+    game_or_table: GameOrTable, allocation, eps: float, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS
+) -> bool:
     """x ∈ ε-core(v): x(N) = v(N) and x(S) ≥ v(S) − ε for every ∅ ≠ S ⊊ N (up to ``tol``; ε may be negative)."""
     eps = _check_real(eps, "eps")
     res = core_violation(game_or_table, allocation, tol, max_players=max_players)
@@ -327,7 +339,9 @@ class SupermodularityCheck:
     violation: float
 
 
-def check_supermodular(game_or_table: GameOrTable, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> SupermodularityCheck:
+def check_supermodular(
+    game_or_table: GameOrTable, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS
+) -> SupermodularityCheck:
     """Check v(S∪T) + v(S∩T) ≥ v(S) + v(T) for all S, T via the equivalent local condition.
 
     v is supermodular iff every second difference v(S+i+j) − v(S+i) − v(S+j) + v(S) ≥ 0 for i ≠ j ∉ S
@@ -379,7 +393,9 @@ def supermodularity_violation_rate(
     (ConvexDeepSets) network with an unconstrained one; for float32 networks pass a tol at float32 resolution.
     """
     if not callable(value_fn):
-        raise InputError(f"value_fn must be callable on a (k, n) boolean coalition matrix; got {type(value_fn).__name__}")
+        raise InputError(
+            f"value_fn must be callable on a (k, n) boolean coalition matrix; got {type(value_fn).__name__}"
+        )
     n = _check_int(n_players, "n_players", minimum=2)
     k = _check_int(n_samples, "n_samples", minimum=1)
     tol = _check_real(tol, "tol", nonnegative=True)
@@ -403,9 +419,11 @@ def supermodularity_violation_rate(
         raise InputError(f"value_fn returned {vals.size} values for {4 * k} coalitions")
     if not np.isfinite(vals).all():
         raise InputError("value_fn returned non-finite values")
-    second = vals[:k] - vals[k:2 * k] - vals[2 * k:3 * k] + vals[3 * k:]
+    second = vals[:k] - vals[k : 2 * k] - vals[2 * k : 3 * k] + vals[3 * k :]
     bad = int(np.count_nonzero(second < -tol))
-    return SupermodularityRate(rate=bad / k, n_violations=bad, n_samples=k, max_violation=float(max(0.0, -second.min())))
+    return SupermodularityRate(
+        rate=bad / k, n_violations=bad, n_samples=k, max_violation=float(max(0.0, -second.min()))
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -446,7 +464,9 @@ def _tight_masks(table: np.ndarray, n: int, x: np.ndarray, tol: float) -> np.nda
     return np.nonzero(excess <= tol)[0]
 
 
-def tight_sets(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> list[tuple[int, ...]]:
+def tight_sets(
+    game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS
+) -> list[tuple[int, ...]]:
     """All non-empty coalitions S with |x(S) − v(S)| ≤ tol, in increasing bitmask order (N included if x is
     efficient).  For a core allocation these are the coalitions that are paid exactly their worth."""
     table, n = as_table(game_or_table, max_players)
@@ -502,7 +522,7 @@ class ContextNode:
     """
 
     players: frozenset[int]
-    children: list["ContextNode"] = field(default_factory=list)
+    children: list[ContextNode] = field(default_factory=list)
     tight: bool = True
 
     def iter_nodes(self):
@@ -523,7 +543,9 @@ class ContextNode:
         return out
 
 
-def context_tree(game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> ContextNode:
+def context_tree(
+    game_or_table: GameOrTable, allocation, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS
+) -> ContextNode:
     """Tree of nested "exactly paid" groups of sentences from the tight sets of ``allocation``.
 
     A tight set S (x(S) = v(S)) is a self-sufficient sub-context: under a core allocation its sentences earn
@@ -595,7 +617,9 @@ def is_block_additive(game_or_table: GameOrTable, blocks, tol: float = 1e-9, *, 
     return bool(np.max(np.abs(recon - table)) <= tol)
 
 
-def finest_blocks(game_or_table: GameOrTable, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS) -> list[tuple[int, ...]]:
+def finest_blocks(
+    game_or_table: GameOrTable, tol: float = 1e-9, *, max_players: int = MAX_PLAYERS
+) -> list[tuple[int, ...]]:
     """The finest partition of N across which the game is additive (see :func:`is_block_additive`).
 
     Blocks are the connected components of the interaction graph, i ~ j iff some dividend d(T) with

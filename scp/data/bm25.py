@@ -19,8 +19,9 @@ import numpy as np
 from scp.data.text import word_tokens
 
 
-def bm25_scores(query: str, units: Sequence[str], k1: float = 1.5, b: float = 0.75,
-                epsilon: float = 0.25) -> np.ndarray:
+def bm25_scores(
+    query: str, units: Sequence[str], k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+) -> np.ndarray:
     """float64 BM25 score of each unit for ``query`` (the module docstring); zeros when nothing can match."""
     from rank_bm25 import BM25Okapi
 

@@ -7,7 +7,8 @@ scores the paper printed for them::
      "sentences": [{"id": "S1", "text": "...", "role": "distractor (old)", "paper_loo": -1.0, "paper_scp": -0.8},
                    ...]}
 
-:func:`load_case` turns it into an :class:`~scp.data.datasets.Example`: the sentences are the units (no titles), a unit is
+:func:`load_case` turns it into an :class:`~scp.data.datasets.Example`: the sentences are the units (no titles), a unit
+is
 labelled 1 when its role names an evidence group (``"G1 (duplicated)"``, ``"G3"``, …) and 0 otherwise
 (distractors, noise), and ``meta`` keeps the ids, roles, the paper's printed columns (``paper_<name>`` keys, as
 lists in sentence order), the source line, the note and the file's path.  The paper's columns come from the
@@ -48,12 +49,14 @@ def case_path(name: str = TABLE19, path: str | os.PathLike[str] | None = None) -
         if not root:
             raise DataUnavailableError(
                 f"case {name!r}: {DATA_DIR_ENV} is not set; point it at the shared data folder that holds "
-                f"{CASES_FOLDER}/{name}.json (e.g. export {DATA_DIR_ENV}=../shared/data), or pass path=")
+                f"{CASES_FOLDER}/{name}.json (e.g. export {DATA_DIR_ENV}=../shared/data), or pass path="
+            )
         p = Path(root).expanduser() / CASES_FOLDER / f"{name}.json"
     if not p.is_file():
         raise DataUnavailableError(
             f"case {name!r}: no file {p}; the paper's cases live in $SCP_DATA_DIR/{CASES_FOLDER}/ "
-            f"({DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r}) and are not shipped with the project")
+            f"({DATA_DIR_ENV}={os.environ.get(DATA_DIR_ENV)!r}) and are not shipped with the project"
+        )
     return p
 
 
@@ -101,7 +104,12 @@ def load_case(name: str = TABLE19, path: str | os.PathLike[str] | None = None) -
         answers=(doc["answer"],) if isinstance(doc.get("answer"), str) else (),
         dataset="case",
         granularity="sentence",
-        meta={"ids": [s["id"] for s in sentences], "roles": [s["role"] for s in sentences],
-              **{c: [float(s[c]) for s in sentences] for c in columns},
-              "source": doc.get("source", ""), "note": doc.get("note", ""), "path": str(p)},
+        meta={
+            "ids": [s["id"] for s in sentences],
+            "roles": [s["role"] for s in sentences],
+            **{c: [float(s[c]) for s in sentences] for c in columns},
+            "source": doc.get("source", ""),
+            "note": doc.get("note", ""),
+            "path": str(p),
+        },
     )

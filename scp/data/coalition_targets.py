@@ -13,7 +13,7 @@ probability p.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -62,7 +62,9 @@ def complementarity(coalitions: np.ndarray, facts: np.ndarray, paragraphs: np.nd
     return held.all(1).astype(float)
 
 
-def coalition_targets(labels: np.ndarray, meta: dict | None, coalitions: np.ndarray, targets: Sequence[str]) -> np.ndarray:
+def coalition_targets(
+    labels: np.ndarray, meta: dict | None, coalitions: np.ndarray, targets: Sequence[str]
+) -> np.ndarray:
     """Mean over ``targets`` of each game's value on each coalition (complementarity only for bridge
     questions, ``meta["type"] == "bridge"`` with ``meta["paragraph_ids"]``; coverage otherwise)."""
     meta = meta or {}
@@ -81,6 +83,6 @@ def batch_targets(contexts, width: int, targets: Sequence[str], k: int, seed: Se
     masks, values = torch.zeros(len(contexts), k, width, dtype=torch.bool), torch.zeros(len(contexts), k)
     for i, (c, s) in enumerate(zip(contexts, seed)):
         coal = sample_coalitions(c.n_units, k, np.random.default_rng(s))
-        masks[i, :, :c.n_units] = torch.from_numpy(coal)
+        masks[i, :, : c.n_units] = torch.from_numpy(coal)
         values[i] = torch.from_numpy(coalition_targets(c.labels.numpy(), c.meta, coal, targets))
     return masks, values

@@ -30,9 +30,10 @@ import logging
 import os
 import sys
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -80,14 +81,21 @@ class Example:
         bad = [i for i, label in enumerate(self.labels) if label not in (0, 1)]
         if bad:
             raise DataFormatError(f"{where}: labels must be 0 or 1; unit {bad[0]} has {self.labels[bad[0]]}")
-        bad = [i for i, unit in enumerate(self.units) if not isinstance(unit, str) or is_blank(unit)
-               or unit != unit.strip()]
+        bad = [
+            i
+            for i, unit in enumerate(self.units)
+            if not isinstance(unit, str) or is_blank(unit) or unit != unit.strip()
+        ]
         if bad:
-            raise DataFormatError(f"{where}: unit {bad[0]} is empty or not stripped (only whitespace or invisible "
-                                  f"characters count as empty): {self.units[bad[0]]!r}")
+            raise DataFormatError(
+                f"{where}: unit {bad[0]} is empty or not stripped (only whitespace or invisible "
+                f"characters count as empty): {self.units[bad[0]]!r}"
+            )
         if not isinstance(self.query, str) or is_blank(self.query):
-            raise DataFormatError(f"{where}: the question (query) is empty (only whitespace or invisible characters "
-                                  f"count as empty): {self.query!r}")
+            raise DataFormatError(
+                f"{where}: the question (query) is empty (only whitespace or invisible characters "
+                f"count as empty): {self.query!r}"
+            )
         if self.granularity not in ("sentence", "paragraph"):
             raise DataFormatError(f"{where}: granularity must be 'sentence' or 'paragraph', not {self.granularity!r}")
 
@@ -337,8 +345,13 @@ def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[Located
         looked = f"neither {tried[0]} nor {tried[1]} exists ({DATA_DIR_ENV}={data_dir!r})"
     else:
         looked = f"{DATA_DIR_ENV}={data_dir!r} is not a directory"
-    online = ("" if source.hub is None else ", or install `datasets` (pip install 'scp[online]') and go online"
-              if reason == NOT_INSTALLED else ", or go online (it is then downloaded from the hub)")
+    online = (
+        ""
+        if source.hub is None
+        else ", or install `datasets` (pip install 'scp[online]') and go online"
+        if reason == NOT_INSTALLED
+        else ", or go online (it is then downloaded from the hub)"
+    )
     raise DataUnavailableError(
         f"{name} is not available: {looked}, and from the Hugging Face hub: {reason}. "
         f"Set {DATA_DIR_ENV} to a directory holding {source.folder}/{source.filename} "
@@ -359,8 +372,13 @@ def _parsed(name: str, where: str, parse: Callable[[R], T], record: R) -> T:
         raise DataFormatError(f"{where}: {error}") from error
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
         source = DATASETS[name]
-        detail = (f"missing key {error}" if isinstance(error, KeyError) else str(error)
-                  if isinstance(error, _LayoutError) else f"{type(error).__name__}: {error}")
+        detail = (
+            f"missing key {error}"
+            if isinstance(error, KeyError)
+            else str(error)
+            if isinstance(error, _LayoutError)
+            else f"{type(error).__name__}: {error}"
+        )
         expected = f"expected {source.layout}"
         raise DataFormatError(f"{where}: not in the {source.title} layout: {detail} ({expected})") from error
 
@@ -401,8 +419,10 @@ def _duplicate_message(ex_id: str, first: str, again: str) -> str:
         where = f"{place} {unit}s {n1} and {n2}"
     else:
         where = f"{first} and {again}"
-    return (f"{where}: example id {ex_id!r} appears twice (the same example would be evaluated twice and count "
-            "twice); remove the repeated record")
+    return (
+        f"{where}: example id {ex_id!r} appears twice (the same example would be evaluated twice and count "
+        "twice); remove the repeated record"
+    )
 
 
 # --------------------------------------------------------------------------- field checks shared by the loaders
@@ -482,8 +502,10 @@ def _hotpot_layout(record: dict[str, Any]) -> tuple[list[tuple[str, list[str]]],
         paragraphs.append((title, _str_list(sentences, f"context paragraph {k} ({title!r}): its sentences")))
     for k, (title, sent_id) in enumerate(facts):
         if not isinstance(title, str) or not _is_int(sent_id):
-            raise _LayoutError(f"supporting_facts entry {k} must be [title, sentence index] with a string title "
-                               f"and an integer index, not [{_kind(title)}, {_kind(sent_id)}]")
+            raise _LayoutError(
+                f"supporting_facts entry {k} must be [title, sentence index] with a string title "
+                f"and an integer index, not [{_kind(title)}, {_kind(sent_id)}]"
+            )
         resolved_facts.append((title, int(sent_id)))
     return paragraphs, resolved_facts
 
@@ -570,10 +592,14 @@ def load_2wiki(
 def _musique_example(record: dict[str, Any], granularity: Granularity) -> Example:
     units, labels, titles, pids = [], [], [], []
     if not isinstance(record["paragraphs"], list):
-        raise _LayoutError(f"paragraphs must be a list of {{title, paragraph_text, is_supporting}} objects, not "
-                           f"{_kind(record['paragraphs'])}")
+        raise _LayoutError(
+            f"paragraphs must be a list of {{title, paragraph_text, is_supporting}} objects, not "
+            f"{_kind(record['paragraphs'])}"
+        )
     for pid, para in enumerate(record["paragraphs"]):
-        pieces = [para["paragraph_text"].strip()] if granularity == "paragraph" else split_sentences(para["paragraph_text"])
+        pieces = (
+            [para["paragraph_text"].strip()] if granularity == "paragraph" else split_sentences(para["paragraph_text"])
+        )
         label = _flag(para["is_supporting"], f"paragraph {pid}: is_supporting")
         for piece in pieces:
             if not is_blank(piece):
@@ -589,8 +615,10 @@ def _musique_example(record: dict[str, Any], granularity: Granularity) -> Exampl
         labels=tuple(labels),
         titles=tuple(titles),
         paragraph_ids=tuple(pids),
-        answers=tuple(a.strip() for a in [_answer(record["answer"]),
-                                          *_str_list(record.get("answer_aliases", []), "answer_aliases")]),
+        answers=tuple(
+            a.strip()
+            for a in [_answer(record["answer"]), *_str_list(record.get("answer_aliases", []), "answer_aliases")]
+        ),
         dataset="musique",
         granularity=granularity,
         meta={
@@ -599,9 +627,14 @@ def _musique_example(record: dict[str, Any], granularity: Granularity) -> Exampl
             "supporting_paragraphs": tuple(i for i, p in enumerate(record["paragraphs"]) if p["is_supporting"]),
             # the single-hop sub-questions ("#k" refers to hop k's answer) with their answers and paragraphs
             "decomposition": tuple(
-                {"question": str(d["question"]).strip(), "answer": str(d["answer"]).strip(),
-                 "paragraph": int(d["paragraph_support_idx"])}
-                for d in record.get("question_decomposition") or () if d.get("paragraph_support_idx") is not None),
+                {
+                    "question": str(d["question"]).strip(),
+                    "answer": str(d["answer"]).strip(),
+                    "paragraph": int(d["paragraph_support_idx"]),
+                }
+                for d in record.get("question_decomposition") or ()
+                if d.get("paragraph_support_idx") is not None
+            ),
         },
     )
 
@@ -675,8 +708,10 @@ def _fever_claim(record: dict[str, Any]) -> dict[str, Any]:
     """The fields of one FEVER record that :func:`load_fever` uses."""
     claim, label, evidence = record["claim"], record["label"], record["gold_evidence"]
     if not isinstance(claim, str) or is_blank(claim):
-        raise DataFormatError(f"the claim is empty or not a string (only whitespace or invisible characters count "
-                              f"as empty): {claim!r:.40}")
+        raise DataFormatError(
+            f"the claim is empty or not a string (only whitespace or invisible characters count "
+            f"as empty): {claim!r:.40}"
+        )
     if not isinstance(label, str) or is_blank(label):
         raise _LayoutError(f"label must be a string such as SUPPORTS or REFUTES, not {_kind(label)}")
     if not isinstance(evidence, list):

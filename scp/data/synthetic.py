@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import random
 import re
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from scp.data.datasets import Example
 from scp.data.text import is_blank, split_sentences
@@ -77,11 +77,15 @@ def needle_indices(n_sentences: int, depth: float, n_needles: int) -> list[int]:
     return [start + j * gap for j in range(n_needles)]
 
 
-def _haystack_pool(haystack: str | os.PathLike[str] | Sequence[str], examples: Sequence[Example] | None) -> tuple[str, list[str]]:
+def _haystack_pool(
+    haystack: str | os.PathLike[str] | Sequence[str], examples: Sequence[Example] | None
+) -> tuple[str, list[str]]:
     """(kind, candidate sentences) for a real-text haystack; sentences mentioning a magic number are dropped."""
     if isinstance(haystack, str) and haystack == "distractors":
         if not examples:
-            raise InputError("haystack='distractors' needs examples=... (e.g. scp.data.datasets.load_dataset('hotpotqa'))")
+            raise InputError(
+                "haystack='distractors' needs examples=... (e.g. scp.data.datasets.load_dataset('hotpotqa'))"
+            )
         kind = "distractors"
         pool = [unit for ex in examples for unit, label in zip(ex.units, ex.labels) if label == 0]
     elif isinstance(haystack, (str, os.PathLike)):
@@ -170,7 +174,8 @@ def make_niah(
     if n_needles == 1:
         query = f"What is the special magic number for {keys[0]} mentioned in the provided text?"
     else:
-        query = f"What are the special magic numbers for {', '.join(keys[:-1])} and {keys[-1]} mentioned in the provided text?"
+        named = f"{', '.join(keys[:-1])} and {keys[-1]}"
+        query = f"What are the special magic numbers for {named} mentioned in the provided text?"
     return Example(
         id=f"niah-{kind}-n{n_sentences}-d{depth:g}-m{n_needles}-s{seed}",
         query=query,
@@ -181,7 +186,13 @@ def make_niah(
         answers=tuple(values),
         dataset="niah",
         granularity="sentence",
-        meta={"depth": depth, "needle_indices": tuple(positions), "keys": tuple(keys), "values": tuple(values), "haystack": kind},
+        meta={
+            "depth": depth,
+            "needle_indices": tuple(positions),
+            "keys": tuple(keys),
+            "values": tuple(values),
+            "haystack": kind,
+        },
     )
 
 
@@ -210,13 +221,34 @@ def niah_grid(
 # --------------------------------------------------------------------------- redundancy
 
 _SYNONYM_PAIRS = (
-    ("administered", "given"), ("began", "started"), ("begin", "start"), ("big", "large"),
-    ("approximately", "about"), ("located", "situated"), ("film", "movie"), ("films", "movies"),
-    ("founded", "established"), ("company", "firm"), ("song", "track"), ("award", "prize"),
-    ("won", "earned"), ("wrote", "authored"), ("main", "principal"), ("used", "employed"),
-    ("help", "assist"), ("buy", "purchase"), ("shows", "demonstrates"), ("rapid", "fast"),
-    ("dose", "dosage"), ("receive", "get"), ("recommended", "advised"), ("patients", "individuals"),
-    ("quickly", "rapidly"), ("however", "nevertheless"), ("famous", "renowned"), ("married", "wed"),
+    ("administered", "given"),
+    ("began", "started"),
+    ("begin", "start"),
+    ("big", "large"),
+    ("approximately", "about"),
+    ("located", "situated"),
+    ("film", "movie"),
+    ("films", "movies"),
+    ("founded", "established"),
+    ("company", "firm"),
+    ("song", "track"),
+    ("award", "prize"),
+    ("won", "earned"),
+    ("wrote", "authored"),
+    ("main", "principal"),
+    ("used", "employed"),
+    ("help", "assist"),
+    ("buy", "purchase"),
+    ("shows", "demonstrates"),
+    ("rapid", "fast"),
+    ("dose", "dosage"),
+    ("receive", "get"),
+    ("recommended", "advised"),
+    ("patients", "individuals"),
+    ("quickly", "rapidly"),
+    ("however", "nevertheless"),
+    ("famous", "renowned"),
+    ("married", "wed"),
 )
 _SYNONYMS = {a: b for a, b in _SYNONYM_PAIRS} | {b: a for a, b in _SYNONYM_PAIRS}
 _SYNONYM_RE = re.compile(r"\b(" + "|".join(sorted(_SYNONYMS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
@@ -227,7 +259,12 @@ _LOWERABLE = frozenset(
     In On At During After Before Since For By Under With""".split()
 )
 _WRAPPERS = (
-    "In other words, {s}", "It is stated that {s}", "As noted, {s}", "Put differently, {s}", "To restate, {s}", "Notably, {s}",
+    "In other words, {s}",
+    "It is stated that {s}",
+    "As noted, {s}",
+    "Put differently, {s}",
+    "To restate, {s}",
+    "Notably, {s}",
 )
 
 
@@ -326,7 +363,11 @@ _DOSE_TITLE = "Zelvorin dosing protocol"
 _DOSE_SENTENCES = (
     ("This protocol covers the use of zelvorin in adult inpatients with confirmed bacterial pneumonia.", 0),
     ("A loading dose of 1 g is infused intravenously before the first maintenance dose.", 0),
-    ("For adults with normal renal function, the maintenance dose of zelvorin is 500 mg intravenously every 12 hours.", 1),
+    (
+        "For adults with normal renal function, the maintenance dose of zelvorin is 500 mg intravenously "
+        "every 12 hours.",
+        1,
+    ),
     ("Patients with a creatinine clearance below 30 mL/min receive 250 mg every 24 hours instead.", 0),
     ("Trough levels are measured before the fourth dose and should stay between 10 and 15 mg/L.", 0),
     ("Children under 12 years are dosed by body weight and are not covered by this protocol.", 0),
@@ -387,7 +428,9 @@ _NUMBER = re.compile(r"\d+")
 _STALE_PREFIX = "An outdated record claimed that "
 
 
-def _stale_version(sentence: str, answers: Sequence[str], other_titles: Sequence[str], rng: random.Random) -> str | None:
+def _stale_version(
+    sentence: str, answers: Sequence[str], other_titles: Sequence[str], rng: random.Random
+) -> str | None:
     """``sentence`` with its fact made wrong — the answer replaced by another paragraph's title, else every
     number shifted — wrapped as an outdated claim; ``None`` when it holds neither."""
     for answer in sorted(answers, key=len, reverse=True):
@@ -395,7 +438,7 @@ def _stale_version(sentence: str, answers: Sequence[str], other_titles: Sequence
             pattern = re.compile(rf"(?<!\w){re.escape(answer)}(?!\w)", re.IGNORECASE)
             if pattern.search(sentence):
                 wrong = rng.choice(list(other_titles))
-                return _STALE_PREFIX + _decap(pattern.sub(lambda _: wrong, sentence))
+                return _STALE_PREFIX + _decap(pattern.sub(lambda _, wrong=wrong: wrong, sentence))
     if _NUMBER.search(sentence):
         return _STALE_PREFIX + _decap(_NUMBER.sub(lambda m: str(int(m.group(0)) + rng.randint(1, 9)), sentence))
     return None
@@ -448,8 +491,13 @@ def inject_redundancy(example: Example, n_copies: int = 1, n_stale: int = 1, see
         answers=example.answers,
         dataset=example.dataset,
         granularity=example.granularity,
-        meta={**example.meta, "source_id": example.id, "n_copies": n_copies, "n_stale": stale,
-              "copy_of": tuple(index_of[r[2]] if r[3] == "copy" else -1 for r in rows),
-              "stale_of": tuple(index_of[r[2]] if r[3] == "stale" else -1 for r in rows),
-              "source_index": tuple(r[2] for r in rows)},
+        meta={
+            **example.meta,
+            "source_id": example.id,
+            "n_copies": n_copies,
+            "n_stale": stale,
+            "copy_of": tuple(index_of[r[2]] if r[3] == "copy" else -1 for r in rows),
+            "stale_of": tuple(index_of[r[2]] if r[3] == "stale" else -1 for r in rows),
+            "source_index": tuple(r[2] for r in rows),
+        },
     )

@@ -62,16 +62,19 @@ def as_text_list(value: Any, name: str = "texts", item: str | None = None) -> li
     if getattr(value, "ndim", None) == 1 and hasattr(value, "tolist"):  # a 1-d numpy array
         value = value.tolist()
     if isinstance(value, (str, bytes)):
-        raise InputTypeError(f"{name} must be a list or tuple of str (one per unit), not a {type(value).__name__}: a "
-                             "single string would be read letter by letter")
+        raise InputTypeError(
+            f"{name} must be a list or tuple of str (one per unit), not a {type(value).__name__}: a "
+            "single string would be read letter by letter"
+        )
     if isinstance(value, (Mapping, Set)) or not isinstance(value, Sequence):
         raise InputTypeError(f"{name} must be a list or tuple of str (one per unit), not a {type(value).__name__}")
     out = list(value)
     bad = next((i for i, item in enumerate(out) if not isinstance(item, str)), None)
     if bad is not None:
         where = f"{name}[{bad}]" if item is None else f"{item} {bad}"
-        raise InputTypeError(f"{name} must be a list or tuple of str; {where} is a {type(out[bad]).__name__}: "
-                             f"{out[bad]!r}")
+        raise InputTypeError(
+            f"{name} must be a list or tuple of str; {where} is a {type(out[bad]).__name__}: {out[bad]!r}"
+        )
     return out
 
 

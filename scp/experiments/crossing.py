@@ -10,8 +10,8 @@ budget and the one before it.  When the curve ends below r it "never" crosses on
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -72,7 +72,7 @@ def crossing_point(budgets: Sequence[float], curve: Sequence[float], reference: 
     below = np.flatnonzero(~above)
     if below.size == 0:
         return Crossing(float(m[0]), float(m[0]), True, final_gap)
-    j = int(below[-1]) + 1                       # first budget of the final run at or above the reference
+    j = int(below[-1]) + 1  # first budget of the final run at or above the reference
     lo, hi = math.log(m[j - 1]), math.log(m[j])
     t = (reference - q[j - 1]) / (q[j] - q[j - 1])  # q[j-1] < r ≤ q[j], so 0 < t ≤ 1
     return Crossing(float(m[j]), float(math.exp(lo + t * (hi - lo))), False, final_gap)

@@ -8,18 +8,20 @@ A *condition* is one way of building the context a reader sees for an example: t
 answers, :mod:`scp.core.metrics`) and scores the gold answer by teacher forcing, log P(a* | q, C)
 (:func:`scp.llm.readers.answer_logprob`), which is far less noisy than EM for a small reader.
 
-- :func:`method_scores` ranks every example's units with one method of :data:`scp.experiments.reranking.METHODS` (the
-  per-dataset SCP network, its pointwise control, LOO on the same network, BM25, MiniLM cosine, random).
-- :func:`build_conditions` turns scores into contexts; :func:`read_conditions` runs the reader (one batched
-  call per dataset, so prompts of similar length share a batch) and returns one row per (example, condition).
+- :func:`scp.experiments.reranking.method_scores` ranks every example's units with one ranker of
+  :mod:`scp.pruning.methods` (the per-dataset SCP network, its pointwise control, LOO on the same network, BM25,
+  MiniLM cosine, random); :func:`build_conditions` turns those scores into contexts; :func:`read_conditions` runs
+  the reader (one batched call per dataset, so prompts of similar length share a batch) and returns one row per
+  (example, condition).  The two reference conditions are no methods: figures draw them as the elements
+  ``"full context"`` and ``"closed book"`` of :func:`scp.suite.plot.color`.
 - :func:`paired_table` compares conditions pairwise over the same examples (mean difference with a paired
   bootstrap CI, :func:`scp.core.metrics.paired_difference`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -31,8 +33,16 @@ from scp.pruning.result import regex_tokens
 FULL, CLOSED_BOOK = "full", "closed-book"
 """Names of the two reference conditions: the whole context, and no context."""
 
-__all__ = ["FULL", "CLOSED_BOOK", "Condition", "method_scores", "kept_units", "build_conditions",
-           "read_conditions", "summary_table", "paired_table"]
+__all__ = [
+    "FULL",
+    "CLOSED_BOOK",
+    "Condition",
+    "kept_units",
+    "build_conditions",
+    "read_conditions",
+    "summary_table",
+    "paired_table",
+]
 
 
 @dataclass(frozen=True)
@@ -47,23 +57,6 @@ class Condition:
     units: tuple[str, ...]
 
 
-def method_scores(examples: Sequence, method: str, checkpoints: Mapping[str, str] | None = None, *,
-                  with_title: bool = True, n_permutations: int = 50, seed: int = 0,
-                  cache_dir=None) -> list[np.ndarray]:
-    """Per-unit scores of ``method`` (a name of :data:`scp.experiments.reranking.METHODS`) for every example.
-
-    ``checkpoints`` maps ``"best"``/``"pointwise"`` to trained networks (``scp`` and ``scp-loo`` score with
-    ``best``, ``pointwise`` with ``pointwise``).  A model that cannot be loaded raises
-    :class:`scp.errors.ModelUnavailableError`."""
-    from scp.experiments.reranking import method_ranker
-
-    if not examples:
-        raise InputError("no examples to score")
-    ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed, cache_dir=cache_dir)
-    return ranker.score_many([ex.query for ex in examples], [ex.unit_texts(with_title=with_title)
-                                                             for ex in examples])
-
-
 def kept_units(units: Sequence[str], scores: Sequence[float], keep_ratio: float) -> tuple[str, ...]:
     """The top ⌈r·n⌉ units by score (ties towards the earlier unit, :func:`scp.core.selection.select`), in their
     original order."""
@@ -75,9 +68,15 @@ def kept_units(units: Sequence[str], scores: Sequence[float], keep_ratio: float)
     return tuple(units[i] for i in keep)
 
 
-def build_conditions(examples: Sequence, scores: Mapping[str, Sequence[np.ndarray]],
-                     keep_ratios: Mapping[str, Sequence[float]], *, with_title: bool = True,
-                     full: bool = True, closed_book: bool = True) -> list[Condition]:
+def build_conditions(
+    examples: Sequence,
+    scores: Mapping[str, Sequence[np.ndarray]],
+    keep_ratios: Mapping[str, Sequence[float]],
+    *,
+    with_title: bool = True,
+    full: bool = True,
+    closed_book: bool = True,
+) -> list[Condition]:
     """Every (example, condition): the full context and closed-book (when asked), then for each method of
     ``scores`` the contexts at each of its ``keep_ratios[method]``."""
     missing = sorted(set(keep_ratios) - set(scores))
@@ -112,19 +111,31 @@ def read_conditions(lm, examples: Sequence, conditions: Sequence[Condition]) -> 
         raise InputError("no conditions to read")
     questions = [examples[c.example].query for c in conditions]
     golds = [examples[c.example].answers[0] for c in conditions]
-    answers, logprobs = answer_and_logprob(lm, questions, [list(c.units) for c in conditions], golds,
-                                           allow_empty_context=True)
+    answers, logprobs = answer_and_logprob(
+        lm, questions, [list(c.units) for c in conditions], golds, allow_empty_context=True
+    )
     rows = []
     for c, a, lp, gold in zip(conditions, answers, logprobs, golds):
         ex = examples[c.example]
-        rows.append({
-            "dataset": ex.dataset, "id": ex.id, "type": ex.meta.get("type") or ex.meta.get("hop_type"),
-            "method": c.method, "keep_ratio": c.keep_ratio, "n_units": ex.n_units, "n_kept": len(c.units),
-            "context_tokens": sum(len(regex_tokens(u)) for u in c.units), "answer": a.text,
-            "gold": gold, "em": exact_match(a.text, ex.answers), "f1": f1(a.text, ex.answers),
-            "logprob": float(lp), "logprob_per_token": float(lp) / max(1, len(lm.answer_ids(gold))),
-            "lm_seconds": a.seconds,
-        })
+        rows.append(
+            {
+                "dataset": ex.dataset,
+                "id": ex.id,
+                "type": ex.meta.get("type") or ex.meta.get("hop_type"),
+                "method": c.method,
+                "keep_ratio": c.keep_ratio,
+                "n_units": ex.n_units,
+                "n_kept": len(c.units),
+                "context_tokens": sum(len(regex_tokens(u)) for u in c.units),
+                "answer": a.text,
+                "gold": gold,
+                "em": exact_match(a.text, ex.answers),
+                "f1": f1(a.text, ex.answers),
+                "logprob": float(lp),
+                "logprob_per_token": float(lp) / max(1, len(lm.answer_ids(gold))),
+                "lm_seconds": a.seconds,
+            }
+        )
     return rows
 
 
@@ -132,17 +143,23 @@ def _key(row: Mapping) -> tuple[str, float]:
     return row["method"], float(row["keep_ratio"])
 
 
-def summary_table(rows: Sequence[Mapping], metrics: Sequence[str] = ("em", "f1", "logprob"), *,
-                  n_boot: int = 1000, seed: int = 0) -> list[dict]:
+def summary_table(
+    rows: Sequence[Mapping], metrics: Sequence[str] = ("em", "f1", "logprob"), *, n_boot: int = 1000, seed: int = 0
+) -> list[dict]:
     """Mean of each metric per (dataset, method, keep ratio) with a 95% bootstrap CI over examples."""
     groups: dict[tuple, list[Mapping]] = {}
     for row in rows:
         groups.setdefault((row["dataset"], *_key(row)), []).append(row)
     out = []
     for (dataset, method, ratio), subset in groups.items():
-        entry = {"dataset": dataset, "method": method, "keep_ratio": ratio, "n_examples": len(subset),
-                 "context_tokens": float(np.mean([r["context_tokens"] for r in subset])),
-                 "lm_seconds": float(np.mean([r["lm_seconds"] for r in subset]))}
+        entry = {
+            "dataset": dataset,
+            "method": method,
+            "keep_ratio": ratio,
+            "n_examples": len(subset),
+            "context_tokens": float(np.mean([r["context_tokens"] for r in subset])),
+            "lm_seconds": float(np.mean([r["lm_seconds"] for r in subset])),
+        }
         for m in metrics:
             agg = aggregate([r[m] for r in subset], n_boot=n_boot, seed=seed)
             entry.update({m: agg.mean, f"{m}_ci_low": agg.ci_low, f"{m}_ci_high": agg.ci_high})
@@ -150,9 +167,14 @@ def summary_table(rows: Sequence[Mapping], metrics: Sequence[str] = ("em", "f1",
     return out
 
 
-def paired_table(rows: Sequence[Mapping], pairs: Sequence[tuple[tuple[str, float], tuple[str, float]]],
-                 metrics: Sequence[str] = ("em", "f1", "logprob"), *, n_boot: int = 1000,
-                 seed: int = 0) -> list[dict]:
+def paired_table(
+    rows: Sequence[Mapping],
+    pairs: Sequence[tuple[tuple[str, float], tuple[str, float]]],
+    metrics: Sequence[str] = ("em", "f1", "logprob"),
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[dict]:
     """For each dataset, pair ``(a, b)`` of (method, keep ratio) conditions and metric: the mean per-example
     difference a − b over the examples both were read on, with a paired bootstrap 95% CI and
     :func:`scp.experiments.reranking.verdict` ("A above B", "A below B", or "tie" when the CI holds 0)."""
@@ -170,7 +192,17 @@ def paired_table(rows: Sequence[Mapping], pairs: Sequence[tuple[tuple[str, float
                 raise InputError(f"{dataset}: no example was read under both {a} and {b}")
             for m in metrics:
                 agg = paired_difference([ra[i][m] for i in ids], [rb[i][m] for i in ids], n_boot=n_boot, seed=seed)
-                out.append({"dataset": dataset, "a": f"{a[0]}@{a[1]:g}", "b": f"{b[0]}@{b[1]:g}", "metric": m,
-                            "difference": agg.mean, "ci_low": agg.ci_low, "ci_high": agg.ci_high,
-                            "n_examples": len(ids), "verdict": verdict(agg.ci_low, agg.ci_high)})
+                out.append(
+                    {
+                        "dataset": dataset,
+                        "a": f"{a[0]}@{a[1]:g}",
+                        "b": f"{b[0]}@{b[1]:g}",
+                        "metric": m,
+                        "difference": agg.mean,
+                        "ci_low": agg.ci_low,
+                        "ci_high": agg.ci_high,
+                        "n_examples": len(ids),
+                        "verdict": verdict(agg.ci_low, agg.ci_high),
+                    }
+                )
     return out

@@ -17,10 +17,12 @@ C ∪ u is C's sentences in pick order followed by u, so every step scores C and
 C's token prefix (``reuse_prefix=True`` runs that prefix once per batch; :func:`scp.llm.readers.answer_logprob`).
 
 Evidence selection is then scored against the gold supporting sentences by precision, recall and F1
-(:func:`evidence_prf`); :func:`unit_scores` gives the per-sentence scores of the baselines (TF-IDF cosine,
-BM25, SCP, the pointwise control), :func:`top_k` picks a baseline's k best sentences among a candidate pool, and
-:func:`selection_record` / :func:`summary_rows` turn selections into records and table rows (with bootstrap
-CIs; paired differences through :func:`scp.experiments.reranking.paired_rows`).
+(:func:`evidence_prf`); the baselines' per-sentence scores (TF-IDF cosine, BM25, SCP, the pointwise control: rankers
+of :mod:`scp.pruning.methods`) come from :func:`scp.experiments.reranking.method_scores`, :func:`top_k` picks a
+baseline's k best sentences among a candidate pool, and :func:`selection_record` / :func:`summary_rows` turn
+selections into records and table rows (with bootstrap CIs; paired differences through
+:func:`scp.experiments.reranking.paired_rows`).  Importing this module registers the two ECS selections,
+``ecs`` and ``ecs-free``, in :mod:`scp.pruning.methods` (their labels, colours and markers).
 """
 
 from __future__ import annotations
@@ -28,38 +30,44 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from scp.core.metrics import aggregate
 from scp.data.text import is_blank
 from scp.errors import InputError
-from scp.suite.plot import color as plot_color
-from scp.suite.plot import marker as plot_marker
+from scp.io import jsonable
+from scp.pruning import methods
+from scp.pruning.methods import OKABE_ITO, Method
 
-__all__ = ["VARIANTS", "METHODS", "LABELS", "COLORS", "MARKERS", "GreedyResult", "greedy", "greedy_select",
-           "divergence_along", "tfidf_scores", "unit_scores", "top_k", "evidence_prf", "selection_record",
-           "summary_rows"]
+__all__ = [
+    "VARIANTS",
+    "GreedyResult",
+    "greedy",
+    "ecs_select",
+    "divergence_along",
+    "top_k",
+    "evidence_prf",
+    "selection_record",
+    "summary_rows",
+]
 
 VARIANTS = ("utility", "divergence")
-"""Scores :func:`greedy_select` knows: U(u | C) with the gold answer, D(u | C) along the reader's own answer."""
+"""Scores :func:`ecs_select` knows: U(u | C) with the gold answer, D(u | C) along the reader's own answer."""
 
-METHODS = ("ecs", "ecs-free", "tfidf", "bm25", "scp", "pointwise")
-"""Selection methods of notebook 12: ECS with U (``ecs``) and with D (``ecs-free``), then the baselines that
-:func:`unit_scores` scores."""
-
-LABELS = {"ecs": "ECS (gold $a^*$)", "ecs-free": "ECS (own answer $y$)", "tfidf": "TF-IDF", "bm25": "BM25",
-          "scp": "SCP", "pointwise": "pointwise control"}
-"""Display name of each method in figures and tables."""
-
-_PLOT_KEYS = {"ecs": "ECS", "ecs-free": "ECS (trajectory divergence)", "tfidf": "TF-IDF", "bm25": "BM25",
-              "scp": "SCP", "pointwise": "pointwise control"}
-COLORS = {m: plot_color(k) for m, k in _PLOT_KEYS.items()}
-"""Colour of each method: its entry in :data:`scp.suite.plot.COLORS`."""
-
-MARKERS = {m: plot_marker(k) for m, k in _PLOT_KEYS.items()}
-"""Marker of each method: its entry in :data:`scp.suite.plot.MARKERS`."""
+methods.register(Method("ecs", "ECS (gold $a^*$)", OKABE_ITO["reddish purple"], "D", needs_reader=True))
+methods.register(
+    Method(
+        "ecs-free",
+        "ECS (own answer $y$)",
+        OKABE_ITO["orange"],
+        "P",
+        needs_reader=True,
+        aliases=("ECS (trajectory divergence)",),
+    )
+)
 
 
 # ---------------------------------------------------------------------------------------------- greedy
@@ -107,14 +115,19 @@ class GreedyResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields (scores as nested lists, ``nan`` for picked candidates) plus ``selected``."""
-        from scp.suite.notebook import jsonable
+        return {
+            **jsonable({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}),
+            "selected": list(self.selected),
+        }
 
-        return {**jsonable({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}),
-                "selected": list(self.selected)}
 
-
-def greedy(score: Callable[[list[int], list[int]], Sequence[float]], n_candidates: int, k_max: int,
-           threshold: float = 0.0, stop_early: bool = False) -> tuple[list[int], list[float], np.ndarray]:
+def greedy(
+    score: Callable[[list[int], list[int]], Sequence[float]],
+    n_candidates: int,
+    k_max: int,
+    threshold: float = 0.0,
+    stop_early: bool = False,
+) -> tuple[list[int], list[float], np.ndarray]:
     """Greedy forward selection: at each step add the remaining candidate with the highest score.
 
     Args:
@@ -152,8 +165,9 @@ def greedy(score: Callable[[list[int], list[int]], Sequence[float]], n_candidate
     return order, best, np.array(table).reshape(len(table), int(n_candidates))
 
 
-def divergence_along(lm, question: str, context: Sequence[str], updates: Sequence[str], trajectory: str, *,
-                     reuse_prefix: bool = True) -> np.ndarray:
+def divergence_along(
+    lm, question: str, context: Sequence[str], updates: Sequence[str], trajectory: str, *, reuse_prefix: bool = True
+) -> np.ndarray:
     """D(u | C) = Σ_{t≤T} KL(P^{(t)}_{C∪u} ‖ P^{(t)}_C) for each update u, all along one trajectory y.
 
     The same quantity as :func:`scp.llm.readers.trajectory_divergence` with ``trajectories=[y] * len(updates)``, but
@@ -178,8 +192,14 @@ def divergence_along(lm, question: str, context: Sequence[str], updates: Sequenc
     if not trajectory or is_blank(trajectory):
         return np.zeros(len(ups))
     contexts = [base] + [base + [u] for u in ups]
-    dists = token_distributions(lm, [question] * len(contexts), contexts, [trajectory] * len(contexts),
-                                reuse_prefix=reuse_prefix, allow_empty_context=True)
+    dists = token_distributions(
+        lm,
+        [question] * len(contexts),
+        contexts,
+        [trajectory] * len(contexts),
+        reuse_prefix=reuse_prefix,
+        allow_empty_context=True,
+    )
     q = torch.from_numpy(dists[0])
     out = np.zeros(len(ups))
     for k in range(len(ups)):
@@ -188,9 +208,20 @@ def divergence_along(lm, question: str, context: Sequence[str], updates: Sequenc
     return out
 
 
-def greedy_select(lm, question: str, candidates: Sequence[str], variant: str = "utility", *,
-                  answer: str | None = None, trajectory: str | None = None, k_max: int = 4, lam: float = 0.0,
-                  threshold: float = 0.0, stop_early: bool = False, reuse_prefix: bool = True) -> GreedyResult:
+def ecs_select(
+    lm,
+    question: str,
+    candidates: Sequence[str],
+    variant: str = "utility",
+    *,
+    answer: str | None = None,
+    trajectory: str | None = None,
+    k_max: int = 4,
+    lam: float = 0.0,
+    threshold: float = 0.0,
+    stop_early: bool = False,
+    reuse_prefix: bool = True,
+) -> GreedyResult:
     """Greedy ECS selection of evidence sentences among ``candidates`` (see the module docstring).
 
     Args:
@@ -241,65 +272,20 @@ def greedy_select(lm, question: str, candidates: Sequence[str], variant: str = "
         return divergence_along(lm, question, base, ups, target, reuse_prefix=reuse_prefix) - lam * sizes[remaining]
 
     order, best, table = greedy(score, len(texts), k_max, threshold, stop_early)
-    return GreedyResult(variant, tuple(order), tuple(best), table, float(threshold), calls, tokens,
-                        time.perf_counter() - t0, trajectory if variant == "divergence" else None)
+    return GreedyResult(
+        variant,
+        tuple(order),
+        tuple(best),
+        table,
+        float(threshold),
+        calls,
+        tokens,
+        time.perf_counter() - t0,
+        trajectory if variant == "divergence" else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- baselines
-
-
-def tfidf_scores(question: str, units: Sequence[str]) -> np.ndarray:
-    """TF-IDF cosine of each unit with the question; the vectorizer is fit on the context's units and the
-    question (sklearn ``TfidfVectorizer``: smoothed idf, l2 rows) with BM25's tokens (:func:`scp.data.text.word_tokens`).
-
-    Args:
-        question: the query.
-        units: the context's units.
-
-    Returns:
-        float64 array of cosines in [0, 1], one per unit (0 when nothing matches).
-    """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    from scp.data.text import word_tokens
-
-    units = list(units)
-    if not units:
-        return np.zeros(0)
-    vectorizer = TfidfVectorizer(tokenizer=word_tokens, lowercase=False, token_pattern=None)
-    try:
-        x = vectorizer.fit_transform(units + [question])
-    except ValueError:  # an empty vocabulary: no word anywhere
-        return np.zeros(len(units))
-    return np.asarray((x[:-1] @ x[-1].T).toarray(), dtype=np.float64).reshape(-1)
-
-
-def unit_scores(examples: Sequence, method: str, checkpoints: Mapping[str, Any] | None = None,
-                n_permutations: int = 50, seed: int = 0, with_title: bool = True) -> list[np.ndarray]:
-    """Per-unit scores of a baseline over every unit of each example's context (higher = more relevant).
-
-    Args:
-        examples: :class:`scp.data.datasets.Example` objects.
-        method: ``"tfidf"`` (:func:`tfidf_scores`), ``"bm25"`` (:class:`scp.pruning.rankers.BM25Ranker`), ``"scp"``
-            (Monte-Carlo Shapley values of the ``best`` network) or ``"pointwise"`` (the control's outputs).
-        checkpoints: ``{"best": path, "pointwise": path}`` for ``scp`` / ``pointwise``.
-        n_permutations: M of SCP's Monte-Carlo estimate.
-        seed: seeds SCP's permutations.
-        with_title: score "Title: sentence" units.
-
-    Returns:
-        One float64 array per example, one score per unit.
-    """
-    units_list = [ex.unit_texts(with_title=with_title) for ex in examples]
-    queries = [ex.query for ex in examples]
-    if method == "tfidf":
-        return [tfidf_scores(q, u) for q, u in zip(queries, units_list)]
-    if method in ("bm25", "scp", "pointwise"):
-        from scp.experiments.reranking import method_ranker
-
-        ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed)
-        return ranker.score_many(queries, units_list)
-    raise InputError(f"unknown method {method!r}; choose one of ('tfidf', 'bm25', 'scp', 'pointwise')")
 
 
 def top_k(scores: Sequence[float], k: int, among: Sequence[int] | None = None) -> list[int]:

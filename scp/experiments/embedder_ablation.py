@@ -1,9 +1,12 @@
 """One SCP model per embedder (the paper's Table 17): train or reuse it, with the embedder it reads.
 
 :func:`train_with_embedder` returns an :class:`EmbedderRun` (checkpoint, the embedder to score with, training
-seconds).  Embedders that :class:`scp.models.config.TrainConfig` knows (``minilm``, ``glove``, ``wordllama``, ``random``,
-``bert-base``) go through :func:`scp.training.runs.train_or_load`, so a notebook that trains the same configuration shares
-the model.  ``tfidf`` (TF-IDF + truncated SVD, :class:`scp.data.embedders.TfidfSVDEmbedder`) has to be fitted on a corpus
+seconds).  Embedders that :class:`scp.models.config.TrainConfig` knows (``minilm``, ``glove``, ``wordllama``,
+``random``,
+``bert-base``) go through :func:`scp.training.runs.train_or_load`, so a notebook that trains the same configuration
+shares
+the model.  ``tfidf`` (TF-IDF + truncated SVD, :class:`scp.data.embedders.TfidfSVDEmbedder`) has to be fitted on a
+corpus
 first, which ``train_or_load`` cannot do: :func:`fit_tfidf` fits it on the training split (the units as the
 configuration reads them, and the questions), and the network is trained by :func:`scp.training.loop.train` on those
 vectors, reused when a finished run of the same configuration and the same fitted embedder is there.
@@ -21,8 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from scp.data.embedders import CachedEmbedder, Embedder, TfidfSVDEmbedder, get_embedder
 from scp.errors import InputError
@@ -31,11 +35,19 @@ from scp.models.factory import read_checkpoint
 from scp.training.loop import ids_hash, train
 from scp.training.runs import prepare, run_name, split_examples_for, train_or_load
 
-__all__ = ["EmbedderRun", "TFIDF", "embedding_seconds", "fit_tfidf", "tfidf_config_name", "train_with_embedder",
-           "training_seconds"]
+__all__ = [
+    "EmbedderRun",
+    "TFIDF",
+    "embedding_seconds",
+    "fit_tfidf",
+    "tfidf_config_name",
+    "train_with_embedder",
+    "training_seconds",
+]
 
 TFIDF = "tfidf"
-"""The name of the TF-IDF+SVD embedder in :func:`train_with_embedder` (as in :func:`scp.data.embedders.get_embedder`)."""
+"""The name of the TF-IDF+SVD embedder in :func:`train_with_embedder` (as in
+:func:`scp.data.embedders.get_embedder`)."""
 
 
 @dataclasses.dataclass
@@ -93,24 +105,33 @@ def _train_tfidf(config: TrainConfig, embedder: Embedder, root: Path, progress: 
     resume = False
     if last.is_file():
         state = read_checkpoint(last, ("config", "data_hash", "embedder_id", "epoch"))
-        resume = (state["config"] == dataclasses.asdict(config) and state["data_hash"] == ids_hash(ids)
-                  and state["embedder_id"] == embedder.id)
+        resume = (
+            state["config"] == dataclasses.asdict(config)
+            and state["data_hash"] == ids_hash(ids)
+            and state["embedder_id"] == embedder.id
+        )
         if resume and state["epoch"] == config.epochs and best.is_file():
             return best
     train_ctx, val_ctx, ids = prepare(config, embedder)
     out.mkdir(parents=True, exist_ok=True)
-    return train(config, train_ctx, val_ctx, out, embedder.id, resume=resume, progress=progress,
-                 data_ids=ids).best_path
+    return train(config, train_ctx, val_ctx, out, embedder.id, resume=resume, progress=progress, data_ids=ids).best_path
 
 
-def train_with_embedder(name: str, root: str | Path, preset: str = "best", tfidf_dim: int = 256,
-                        progress: bool = False, cache_dir: Any = None, **overrides: Any) -> EmbedderRun:
+def train_with_embedder(
+    name: str,
+    root: str | Path,
+    preset: str = "best",
+    tfidf_dim: int = 256,
+    progress: bool = False,
+    cache_dir: Any = None,
+    **overrides: Any,
+) -> EmbedderRun:
     """Train (or reuse) SCP with embedder ``name``: ``config_from_preset(preset, embedder=name, **overrides)``.
 
     Args:
         name: an embedder of :data:`scp.models.config.EMBEDDERS`, or ``"tfidf"``.
         root: folder of the runs, one sub-folder per configuration (:func:`scp.training.runs.run_name`).
-        preset: the :mod:`scp.training.loop` preset.
+        preset: the :mod:`scp.models.config` preset.
         tfidf_dim: dimension of the TF-IDF+SVD embedding (``tfidf`` only).
         progress: show training progress.
         cache_dir: embedding cache (default ``$SCP_CACHE_DIR``).

@@ -16,27 +16,41 @@ no game.  Set-level supervision (:mod:`scp.data.coalition_targets`) is what only
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Mapping, Sequence
 
 import numpy as np
-import torch
 
+from scp.core.enumeration import exact, leave_one_out
 from scp.core.greedy import greedy_select
 from scp.core.metrics import aggregate, paired_difference, pairwise_auc, recall_at_keep
+from scp.core.monte_carlo import monte_carlo
 from scp.core.selection import select
-from scp.core.shapley import exact, leave_one_out, monte_carlo
 from scp.data.coalition_targets import coverage, fact_ids
-from scp.data.features import STRUCTURAL, collate, contexts_from_examples
+from scp.data.features import STRUCTURAL, contexts_from_examples
 from scp.data.synthetic import inject_redundancy
 from scp.errors import InputError
 from scp.models.config import POINTWISE, TrainConfig, config_from_preset
 from scp.models.game import ValueNetGame
-from scp.training.loop import unit_scores
+from scp.models.scoring import score_contexts
 
-__all__ = ["ALL_DATASETS", "CONTEXT_FEATURES", "GAMES", "GAME_WEIGHT", "KEEP_RATIOS", "VARIANTS", "curve_configs",
-           "curve_rows", "example_records", "redundant_split", "table19_ranks", "train_variants", "transfer_row",
-           "variant_configs", "variant_rows"]
+__all__ = [
+    "ALL_DATASETS",
+    "CONTEXT_FEATURES",
+    "GAMES",
+    "GAME_WEIGHT",
+    "KEEP_RATIOS",
+    "VARIANTS",
+    "curve_configs",
+    "curve_rows",
+    "example_records",
+    "redundant_split",
+    "table19_ranks",
+    "train_variants",
+    "transfer_row",
+    "variant_configs",
+    "variant_rows",
+]
 
 CONTEXT_FEATURES = ("cos", "bm25z", *STRUCTURAL)
 """The shipped per-unit scalars plus every structural feature of :mod:`scp.data.features`."""
@@ -53,19 +67,27 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     # name: (set model overrides of preset "best", control overrides of preset "pointwise")
     "deepsets": ({}, {}),
     "deepsets+structure": (dict(features=CONTEXT_FEATURES), dict(features=CONTEXT_FEATURES)),
-    "deepsets+structure+games": (dict(features=CONTEXT_FEATURES, set_targets=GAMES, set_weight=GAME_WEIGHT),
-                                 dict(features=CONTEXT_FEATURES)),
-    "deepsets+structure+games λ1": (dict(features=CONTEXT_FEATURES, set_targets=GAMES),
-                                    dict(features=CONTEXT_FEATURES)),
+    "deepsets+structure+games": (
+        dict(features=CONTEXT_FEATURES, set_targets=GAMES, set_weight=GAME_WEIGHT),
+        dict(features=CONTEXT_FEATURES),
+    ),
+    "deepsets+structure+games λ1": (
+        dict(features=CONTEXT_FEATURES, set_targets=GAMES),
+        dict(features=CONTEXT_FEATURES),
+    ),
     "context": (dict(model="context"), dict(model="context-pointwise")),
-    "context+structure": (dict(model="context", features=CONTEXT_FEATURES),
-                          dict(model="context-pointwise", features=CONTEXT_FEATURES)),
-    "context+structure+games": (dict(model="context", features=CONTEXT_FEATURES, set_targets=GAMES,
-                                     set_weight=GAME_WEIGHT),
-                                dict(model="context-pointwise", features=CONTEXT_FEATURES)),
+    "context+structure": (
+        dict(model="context", features=CONTEXT_FEATURES),
+        dict(model="context-pointwise", features=CONTEXT_FEATURES),
+    ),
+    "context+structure+games": (
+        dict(model="context", features=CONTEXT_FEATURES, set_targets=GAMES, set_weight=GAME_WEIGHT),
+        dict(model="context-pointwise", features=CONTEXT_FEATURES),
+    ),
     "context+structure+games, no Shapley loss": (
         dict(model="context", features=CONTEXT_FEATURES, set_targets=GAMES, shapley_weight=0.0),
-        dict(model="context-pointwise", features=CONTEXT_FEATURES)),
+        dict(model="context-pointwise", features=CONTEXT_FEATURES),
+    ),
 }
 """Each set model with its matched pointwise control (same inputs, encoder and margin loss)."""
 
@@ -76,8 +98,10 @@ def variant_configs(name: str, seed: int = 0, **overrides) -> tuple[TrainConfig,
         raise InputError(f"unknown variant {name!r}; choose one of {list(VARIANTS)}")
     set_over, control_over = VARIANTS[name]
     common = {"datasets": ("hotpotqa",), "val_dataset": "hotpotqa", "seed": seed}  # as notebook 02's models
-    return (config_from_preset("best", **{**set_over, **common, **overrides}),
-            config_from_preset("pointwise", **{**control_over, **common, **overrides}))
+    return (
+        config_from_preset("best", **{**set_over, **common, **overrides}),
+        config_from_preset("pointwise", **{**control_over, **common, **overrides}),
+    )
 
 
 def curve_configs(config: TrainConfig, sizes: Sequence[int], mixed: bool = True) -> dict[str, TrainConfig]:
@@ -94,18 +118,15 @@ def redundant_split(examples, n_copies: int = 1, n_stale: int = 1, seed: int = 0
     return [inject_redundancy(ex, n_copies, n_stale, seed) for ex in examples if ex.n_positive]
 
 
-def _scores(model, config: TrainConfig, contexts, n_permutations: int, batch_size: int = 32) -> list[np.ndarray]:
-    out = []
-    with torch.no_grad():
-        for s in range(0, len(contexts), batch_size):
-            chunk = contexts[s:s + batch_size]
-            scores = unit_scores(model, collate(chunk), n_permutations, False, 0)
-            out += [scores[i, :c.n_units].double().numpy() for i, c in enumerate(chunk)]
-    return out
-
-
-def example_records(model, config: TrainConfig, examples, redundant, embedder, n_permutations: int = 50,
-                    keep_ratios: Sequence[float] = KEEP_RATIOS) -> list[dict]:
+def example_records(
+    model,
+    config: TrainConfig,
+    examples,
+    redundant,
+    embedder,
+    n_permutations: int = 50,
+    keep_ratios: Sequence[float] = KEEP_RATIOS,
+) -> list[dict]:
     """Per example: ``auc``, ``recall@0.5``, and on its redundancy-augmented copy ``red_auc`` and
     ``cover@r`` (distinct facts kept by top-K) / ``greedy_cover@r`` (set models: greedy marginal value), , and
     ``stale_above_evidence`` the share of supporting units the stale distractor outranks (when one was made)."""
@@ -113,15 +134,31 @@ def example_records(model, config: TrainConfig, examples, redundant, embedder, n
     by_source = {ex.meta["source_id"]: ex for ex in redundant}
     plain = contexts_from_examples(examples, embedder, config.features, config.with_title)
     extra_ex = [by_source[ex.id] for ex in examples if ex.id in by_source]
-    augmented = dict(zip([ex.meta["source_id"] for ex in extra_ex],
-                         zip(extra_ex, contexts_from_examples(extra_ex, embedder, config.features, config.with_title))))
-    plain_scores = _scores(model, config, plain, n_permutations)
+    augmented = dict(
+        zip(
+            [ex.meta["source_id"] for ex in extra_ex],
+            zip(extra_ex, contexts_from_examples(extra_ex, embedder, config.features, config.with_title)),
+        )
+    )
+    plain_scores = [r.values for r in score_contexts(model, plain, n_permutations=n_permutations)]
     aug_ids = list(augmented)
-    aug_scores = dict(zip(aug_ids, _scores(model, config, [augmented[i][1] for i in aug_ids], n_permutations)))
+    aug_scores = dict(
+        zip(
+            aug_ids,
+            [
+                r.values
+                for r in score_contexts(model, [augmented[i][1] for i in aug_ids], n_permutations=n_permutations)
+            ],
+        )
+    )
     records = []
     for ex, scores in zip(examples, plain_scores):
-        row = {"id": ex.id, "type": ex.meta.get("type"), "auc": pairwise_auc(scores, ex.labels),
-               "recall@0.5": recall_at_keep(scores, ex.labels, 0.5) if ex.n_positive else float("nan")}
+        row = {
+            "id": ex.id,
+            "type": ex.meta.get("type"),
+            "auc": pairwise_auc(scores, ex.labels),
+            "recall@0.5": recall_at_keep(scores, ex.labels, 0.5) if ex.n_positive else float("nan"),
+        }
         if ex.id in augmented:
             aug, ctx = augmented[ex.id]
             s = aug_scores[ex.id]
@@ -129,14 +166,14 @@ def example_records(model, config: TrainConfig, examples, redundant, embedder, n
             row["red_auc"] = pairwise_auc(s, aug.labels)
             stale = [i for i, j in enumerate(aug.meta["stale_of"]) if j >= 0]
             if stale:
-                row["stale_above_evidence"] = float(np.mean([s[stale[0]] > s[i] for i in range(aug.n_units)
-                                                             if aug.labels[i]]))
+                row["stale_above_evidence"] = float(
+                    np.mean([s[stale[0]] > s[i] for i in range(aug.n_units) if aug.labels[i]])
+                )
             for r in keep_ratios:
                 kept = select(s, keep_ratio=r)[0]
                 row[f"cover@{r}"] = float(coverage(_mask(kept, aug.n_units), facts)[0])
                 if config.model not in POINTWISE:
-                    chosen = greedy_select(model, ctx.units, ctx.query, ctx.extra if model.n_extra else None,
-                                           k=len(kept))
+                    chosen = greedy_select(model, ctx.units, ctx.query, ctx.extra, k=len(kept))
                     row[f"greedy_cover@{r}"] = float(coverage(_mask(chosen, aug.n_units), facts)[0])
         records.append(row)
     return records
@@ -153,19 +190,21 @@ def _mean_over_seeds(runs: Sequence[Sequence[Mapping]], key: str) -> np.ndarray:
     return np.nanmean(np.array([[r.get(key, np.nan) for r in records] for records in runs], dtype=float), 0)
 
 
-def _summary(runs: Sequence[Sequence[Mapping]], key: str, subset: np.ndarray | None = None,
-             n_boot: int = 1000) -> dict:
+def _summary(runs: Sequence[Sequence[Mapping]], key: str, subset: np.ndarray | None = None, n_boot: int = 1000) -> dict:
     values = _mean_over_seeds(runs, key)
     if subset is not None:
         values = values[subset]
     agg = aggregate(values, n_boot=n_boot, seed=0)
-    per_seed = [float(np.nanmean([r.get(key, np.nan) for k, r in enumerate(records) if subset is None or subset[k]]))
-                for records in runs]
+    per_seed = [
+        float(np.nanmean([r.get(key, np.nan) for k, r in enumerate(records) if subset is None or subset[k]]))
+        for records in runs
+    ]
     return {"mean": agg.mean, "ci": [agg.ci_low, agg.ci_high], "per_seed": per_seed}
 
 
-def _paired(a: Sequence[Sequence[Mapping]], b: Sequence[Sequence[Mapping]], key: str,
-            subset: np.ndarray | None = None) -> dict:
+def _paired(
+    a: Sequence[Sequence[Mapping]], b: Sequence[Sequence[Mapping]], key: str, subset: np.ndarray | None = None
+) -> dict:
     x, y = _mean_over_seeds(a, key), _mean_over_seeds(b, key)
     if subset is not None:
         x, y = x[subset], y[subset]
@@ -173,20 +212,31 @@ def _paired(a: Sequence[Sequence[Mapping]], b: Sequence[Sequence[Mapping]], key:
     return {"mean": agg.mean, "ci": [agg.ci_low, agg.ci_high]}
 
 
-def variant_rows(name: str, set_runs: Sequence[Sequence[Mapping]], control_runs: Sequence[Sequence[Mapping]],
-                 val_auc: Mapping[str, Sequence[float]]) -> list[dict]:
+def variant_rows(
+    name: str,
+    set_runs: Sequence[Sequence[Mapping]],
+    control_runs: Sequence[Sequence[Mapping]],
+    val_auc: Mapping[str, Sequence[float]],
+) -> list[dict]:
     """Two table rows (set model, control) of one variant: test metrics as means over seeds with 95% CIs over
     examples, and the set − control paired differences on all / bridge questions and on coverage."""
     types = np.array([r["type"] for r in set_runs[0]])
     bridge, comparison = types == "bridge", types == "comparison"
     rows = []
     for kind, runs in (("set", set_runs), ("control", control_runs)):
-        row = {"variant": name, "model": kind, "seeds": len(runs),
-               "val_auc": float(np.mean(val_auc[kind])), "auc": _summary(runs, "auc"),
-               "bridge_auc": _summary(runs, "auc", bridge), "comparison_auc": _summary(runs, "auc", comparison),
-               "recall@0.5": _summary(runs, "recall@0.5"), "red_auc": _summary(runs, "red_auc"),
-               "stale_above_evidence": _summary(runs, "stale_above_evidence"),
-               **{f"cover@{r}": _summary(runs, f"cover@{r}") for r in KEEP_RATIOS}}
+        row = {
+            "variant": name,
+            "model": kind,
+            "seeds": len(runs),
+            "val_auc": float(np.mean(val_auc[kind])),
+            "auc": _summary(runs, "auc"),
+            "bridge_auc": _summary(runs, "auc", bridge),
+            "comparison_auc": _summary(runs, "auc", comparison),
+            "recall@0.5": _summary(runs, "recall@0.5"),
+            "red_auc": _summary(runs, "red_auc"),
+            "stale_above_evidence": _summary(runs, "stale_above_evidence"),
+            **{f"cover@{r}": _summary(runs, f"cover@{r}") for r in KEEP_RATIOS},
+        }
         if kind == "set":
             row.update({f"greedy_cover@{r}": _summary(runs, f"greedy_cover@{r}") for r in KEEP_RATIOS})
             row["diff_auc"] = _paired(set_runs, control_runs, "auc")
@@ -205,13 +255,16 @@ def table19_ranks(model, config: TrainConfig, case, embedder, n_permutations: in
     """Scores of the Table 19 case by exact Shapley, Monte Carlo (M = ``n_permutations``) and LOO on ``model``
     (a set model), and whether every evidence sentence outranks the stale distractor and the noise."""
     ctx = contexts_from_examples([case], embedder, config.features, config.with_title)[0]
-    game = ValueNetGame(model.eval(), ctx.units, ctx.query, ctx.extra if model.n_extra else None, cache_psi=True)
+    game = ValueNetGame(model.eval(), ctx.units, ctx.query, ctx.extra, cache_psi=True)
     roles = case.meta["roles"]
     evidence = [i for i, r in enumerate(roles) if case.labels[i]]
     others = [i for i in range(case.n_units) if not case.labels[i]]
     out = {"ids": case.meta["ids"], "roles": roles}
-    for method, result in (("exact", exact(game)), ("monte_carlo", monte_carlo(game, n_permutations, seed=seed)),
-                           ("loo", leave_one_out(game))):
+    for method, result in (
+        ("exact", exact(game)),
+        ("monte_carlo", monte_carlo(game, n_permutations, seed=seed)),
+        ("loo", leave_one_out(game)),
+    ):
         v = np.asarray(result.values, dtype=float)
         out[method] = v.tolist()
         out[f"{method}_evidence_first"] = bool(v[evidence].min() > v[others].max())
@@ -224,12 +277,21 @@ def train_variants(variants: Sequence[str], seeds: Sequence[int], root, **overri
     from scp.models.factory import load_checkpoint
     from scp.training.runs import train_or_load
 
-    return {(v, s): tuple(load_checkpoint(train_or_load(c, root)) for c in variant_configs(v, s, **overrides))
-            for v in variants for s in seeds}
+    return {
+        (v, s): tuple(load_checkpoint(train_or_load(c, root)) for c in variant_configs(v, s, **overrides))
+        for v in variants
+        for s in seeds
+    }
 
 
-def curve_rows(models: Mapping[str, tuple[TrainConfig, Sequence[int], Sequence[int]]], sizes: Sequence[int], root,
-               tests, embedder, n_permutations: int = 50) -> list[dict]:
+def curve_rows(
+    models: Mapping[str, tuple[TrainConfig, Sequence[int], Sequence[int]]],
+    sizes: Sequence[int],
+    root,
+    tests,
+    embedder,
+    n_permutations: int = 50,
+) -> list[dict]:
     """One row per (model label, seed, training size): the test AUC of ``config`` trained on that many contexts
     (:func:`curve_configs`; ``models`` maps a label to (config, seeds, the seeds also trained on the five datasets
     mixed)), with the number of training contexts it saw."""
@@ -242,17 +304,30 @@ def curve_rows(models: Mapping[str, tuple[TrainConfig, Sequence[int], Sequence[i
             for size, c in curve_configs(replace(config, seed=seed), sizes, seed in mixed_seeds).items():
                 model, c2, ckpt = load_checkpoint(train_or_load(c, root))
                 records = example_records(model, c2, tests, [], embedder, n_permutations)
-                rows.append({"model": label, "seed": seed, "size": size, "n_train": ckpt["n_train"],
-                             "auc": float(np.nanmean([r["auc"] for r in records]))})
+                rows.append(
+                    {
+                        "model": label,
+                        "seed": seed,
+                        "size": size,
+                        "n_train": ckpt["n_train"],
+                        "auc": float(np.nanmean([r["auc"] for r in records])),
+                    }
+                )
     return rows
 
 
 def transfer_row(pairs: Sequence[tuple], examples, embedder, n_permutations: int = 50, n_boot: int = 1000) -> dict:
     """Set model against control on another dataset's examples: mean AUC of each (per-example mean over the
     seeds' ``(set, control)`` model pairs) and the paired difference with a bootstrap CI over examples."""
-    runs = {k: [example_records(p[k][0], p[k][1], examples, [], embedder, n_permutations) for p in pairs]
-            for k in (0, 1)}
+    runs = {
+        k: [example_records(p[k][0], p[k][1], examples, [], embedder, n_permutations) for p in pairs] for k in (0, 1)
+    }
     a, b = _mean_over_seeds(runs[0], "auc"), _mean_over_seeds(runs[1], "auc")
     diff = paired_difference(a, b, n_boot=n_boot, seed=0)
-    return {"examples": len(examples), "set AUC": float(np.nanmean(a)), "control AUC": float(np.nanmean(b)),
-            "diff": diff.mean, "diff ci": [diff.ci_low, diff.ci_high]}
+    return {
+        "examples": len(examples),
+        "set AUC": float(np.nanmean(a)),
+        "control AUC": float(np.nanmean(b)),
+        "diff": diff.mean,
+        "diff ci": [diff.ci_low, diff.ci_high],
+    }

@@ -17,8 +17,8 @@ sit in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -28,8 +28,15 @@ from scp.data.datasets import Example
 from scp.errors import InputError
 from scp.models.game import ValueNetGame
 
-__all__ = ["LeastCoreTight", "least_core_tight_sets", "normalised_table", "pairwise_dividends",
-           "pairwise_interaction", "truncate_example", "value_games"]
+__all__ = [
+    "LeastCoreTight",
+    "least_core_tight_sets",
+    "normalised_table",
+    "pairwise_dividends",
+    "pairwise_interaction",
+    "truncate_example",
+    "value_games",
+]
 
 
 def truncate_example(example: Example, max_units: int = 12, n_distractor_paragraphs: int = 1) -> Example | None:
@@ -52,8 +59,9 @@ def truncate_example(example: Example, max_units: int = 12, n_distractor_paragra
         has no supporting unit.
     """
     if max_units < 1 or n_distractor_paragraphs < 0:
-        raise InputError(f"need max_units ≥ 1 and n_distractor_paragraphs ≥ 0; got {max_units}, "
-                         f"{n_distractor_paragraphs}")
+        raise InputError(
+            f"need max_units ≥ 1 and n_distractor_paragraphs ≥ 0; got {max_units}, {n_distractor_paragraphs}"
+        )
     pids = list(dict.fromkeys(example.paragraph_ids))
     gold = {p for p, y in zip(example.paragraph_ids, example.labels) if y}
     if not gold:
@@ -63,17 +71,25 @@ def truncate_example(example: Example, max_units: int = 12, n_distractor_paragra
     kept = [i for i, p in enumerate(example.paragraph_ids) if p in keep_pids]
     while len(kept) > max_units:
         sizes = {p: sum(example.paragraph_ids[i] == p for i in kept) for p in keep_pids}
-        candidates = [p for p in keep_pids if sizes[p] > 1
-                      and any(example.paragraph_ids[i] == p and not example.labels[i] for i in kept)]
+        candidates = [
+            p
+            for p in keep_pids
+            if sizes[p] > 1 and any(example.paragraph_ids[i] == p and not example.labels[i] for i in kept)
+        ]
         if not candidates:
             return None
         worst = max(candidates, key=lambda p: (sizes[p], pids.index(p)))
         drop = max(i for i in kept if example.paragraph_ids[i] == worst and not example.labels[i])
         kept.remove(drop)
     pick = lambda seq: tuple(seq[i] for i in kept)  # noqa: E731
-    return replace(example, units=pick(example.units), labels=pick(example.labels), titles=pick(example.titles),
-                   paragraph_ids=pick(example.paragraph_ids),
-                   meta={**example.meta, "n_units_original": example.n_units})
+    return replace(
+        example,
+        units=pick(example.units),
+        labels=pick(example.labels),
+        titles=pick(example.titles),
+        paragraph_ids=pick(example.paragraph_ids),
+        meta={**example.meta, "n_units_original": example.n_units},
+    )
 
 
 def value_games(pruner, examples: Sequence[Example]) -> list[ValueNetGame]:
@@ -91,8 +107,7 @@ def value_games(pruner, examples: Sequence[Example]) -> list[ValueNetGame]:
 
     model, config = pruner.model, pruner.config
     contexts = contexts_from_examples(list(examples), pruner.embedder, config.features, config.with_title)
-    return [ValueNetGame(model, c.units, c.query, c.extra if model.n_extra else None, cache_psi=True)
-            for c in contexts]
+    return [ValueNetGame(model, c.units, c.query, c.extra, cache_psi=True) for c in contexts]
 
 
 def normalised_table(game: Game | np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 MaxShapley attributes an answer to its sources through the utility U(S) = Σ_j w_j max_{i∈S} r_ij, where j
 runs over the answer's key points and r_ij ≥ 0 is how much source i supports key point j.  Its Shapley values
-are exact in O(n·m log n) (:func:`scp.core.shapley.max_shapley`, one sort per key point), so the only LM cost is
+are exact in O(n·m log n) (:func:`scp.core.closed_forms.max_shapley`, one sort per key point), so the only LM cost is
 the n·m relevance scores.  The reference it is compared with, FullShapley, is the exact Shapley value of an
 LM utility over all 2^n coalitions of sources.
 
@@ -13,17 +13,20 @@ LM utility over all 2^n coalitions of sources.
   ``#k`` replaced by hop k's answer and the knowledge-base form ``"X >> relation"`` phrased as a question.
 - :func:`lm_relevance`: r_ij = max(0, log P(a_j | q_j, source i) − log P(a_j | q_j, no context)), and
   :func:`embedding_relevance`: r_ij = max(0, cos(e("q_j a_j"), e(source i))), each with its cost.
-- :func:`prefix_tree_logprob`: log P(a* | q, C) for many prompts, each shared token prefix run once (a trie
-  walked with one key-value cache); :func:`score_sequences` picks it or :func:`scp.llm.readers.answer_logprob`
-  (with or without ``reuse_prefix``).
 - :func:`coalition_order`, :func:`full_shapley_table`: U(S) = log P(a* | q, S) for every S ⊆ N in one scoring
-  call, ordered so that neighbouring coalitions share their context prefix.
-- :class:`LookupGame`: the table as a game that counts the distinct coalitions an estimator asks for and
-  their LM tokens (a real run would cache repeats, so repeats are free).
+  call (:func:`scp.llm.readers.score_sequences`, by default the prefix tree of
+  :func:`scp.llm.readers.prefix_tree_logprob`), ordered so that neighbouring coalitions share their context prefix.
 - :func:`estimator_rows`: FullShapley, leave-one-out, Monte Carlo (uniform and antithetic) and shapiq's
-  KernelSHAP on one table, each row with its Jaccard@K against the gold sources, Kendall τ_b against
-  FullShapley and its cost; :func:`maxshapley_row` the same for a MaxShapley attribution;
-  :func:`summarize` aggregates rows over queries with bootstrap CIs; :func:`draw_methods` draws one panel.
+  KernelSHAP on one table, each reading it through a :class:`scp.core.games.LookupGame` (which counts the
+  distinct coalitions asked for and their LM tokens), each row with its Jaccard@K against the gold sources,
+  Kendall τ_b against FullShapley and its cost; :func:`maxshapley_row` the same for a MaxShapley attribution;
+  :func:`summarize_by_budget` aggregates rows per (method, budget) over queries with bootstrap CIs;
+  :func:`draw_methods` draws one panel.
+
+Importing this module registers the methods of the comparison that :mod:`scp.pruning.methods` does not hold
+already (leave-one-out and Monte Carlo, uniform and antithetic, are there): ``full`` (FullShapley), ``kernelshap``,
+``maxshapley_lm``, ``maxshapley_minilm`` and ``random-order`` (the chance line), with their labels, colours and
+markers.
 """
 
 from __future__ import annotations
@@ -32,38 +35,71 @@ import dataclasses
 import math
 import re
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from scp.core.games import TableGame, all_coalitions
+from scp.core.closed_forms import max_shapley
+from scp.core.enumeration import leave_one_out, shapley_from_table
+from scp.core.games import LookupGame, all_coalitions
 from scp.core.metrics import aggregate, jaccard_at_k, kendall_tau_b
-from scp.core.shapley import derive_seed, leave_one_out, max_shapley, monte_carlo, shapley_from_table
-from scp.data.text import is_blank
+from scp.core.monte_carlo import monte_carlo
+from scp.core.permutations import derive_seed
 from scp.errors import InputError
-from scp.suite.plot import color as plot_color
-from scp.suite.plot import marker as plot_marker
+from scp.llm.readers import score_sequences
+from scp.pruning import methods
+from scp.pruning.methods import OKABE_ITO, Method
 
-__all__ = ["KEY_POINT_SOURCE", "LABELS", "PAPER", "STYLES", "CoalitionTable", "LookupGame", "Query", "Relevance",
-           "Scored", "choose_sources", "coalition_order", "draw_methods", "embedding_relevance", "estimator_rows",
-           "full_shapley_table", "hop_question", "kernel_shap", "key_points", "lm_relevance", "maxshapley_row",
-           "prefix_tree_logprob", "random_jaccard", "score_row", "score_sequences", "select_queries", "summarize"]
+__all__ = [
+    "KEY_POINT_SOURCE",
+    "PAPER",
+    "CoalitionTable",
+    "Query",
+    "Relevance",
+    "choose_sources",
+    "coalition_order",
+    "draw_methods",
+    "embedding_relevance",
+    "estimator_rows",
+    "full_shapley_table",
+    "hop_question",
+    "kernel_shap",
+    "key_points",
+    "lm_relevance",
+    "maxshapley_row",
+    "random_jaccard",
+    "score_row",
+    "select_queries",
+    "summarize_by_budget",
+]
 
 KEY_POINT_SOURCE = "MuSiQue question decomposition"
 """Where the key points j come from (recorded with every result)."""
 
-LABELS = {"full": "FullShapley (exact, $2^n$)", "loo": "leave-one-out", "mc": "Monte Carlo",
-          "mc_antithetic": "Monte Carlo (antithetic)", "kernelshap": "KernelSHAP (shapiq)",
-          "maxshapley_lm": "MaxShapley (LM relevance)", "maxshapley_minilm": "MaxShapley (MiniLM relevance)",
-          "random": "random order"}
-"""Display name of each method of the comparison."""
-
-_PLOT_KEYS = {"full": "exact", "loo": "leave-one-out", "mc": "Monte Carlo", "mc_antithetic": "Monte Carlo (antithetic)",
-              "kernelshap": "KernelSHAP", "maxshapley_lm": "MaxShapley", "maxshapley_minilm": "MaxShapley (embeddings)",
-              "random": "random"}
-STYLES = {m: (plot_color(k), plot_marker(k)) for m, k in _PLOT_KEYS.items()}
-"""(colour, marker) of each method: its entry in :data:`scp.suite.plot.COLORS` / :data:`scp.suite.plot.MARKERS`."""
+for _method in (
+    Method("full", "FullShapley (exact, $2^n$)", OKABE_ITO["black"], "*", needs_reader=True),
+    Method("kernelshap", "KernelSHAP (shapiq)", OKABE_ITO["sky blue"], "P"),
+    Method(
+        "maxshapley_lm",
+        "MaxShapley (LM relevance)",
+        OKABE_ITO["vermillion"],
+        "h",
+        needs_reader=True,
+        aliases=("maxshapley",),
+    ),
+    Method(
+        "maxshapley_minilm",
+        "MaxShapley (MiniLM relevance)",
+        OKABE_ITO["bluish green"],
+        "^",
+        aliases=("MaxShapley (embeddings)",),
+    ),
+    Method("random-order", "random order", OKABE_ITO["grey"], "x"),
+):
+    methods.register(_method)
+del _method
 
 PAPER = {"dataset": "MuSiQue", "jaccard_maxshapley": 0.76, "jaccard_fullshapley": 0.83, "token_share": 0.062}
 """The seed paper's MuSiQue headline: Jaccard@K of MaxShapley and FullShapley against the gold sources, and
@@ -71,6 +107,7 @@ MaxShapley's tokens as a share of FullShapley's (6.2%).  The paper's numbers, ne
 
 
 # ------------------------------------------------------------------------------------------- queries
+
 
 @dataclass
 class Query:
@@ -105,12 +142,13 @@ class Query:
         m = len(self.key_points)
         return np.full(m, 1.0 / m)
 
-    def head(self, k: int) -> "Query":
+    def head(self, k: int) -> Query:
         """The same question with only its first ``k`` sources (e.g. a smaller 2^k table for timing)."""
         if not 1 <= k <= self.n_sources:
             raise InputError(f"k must be in 1..{self.n_sources}; got {k}")
-        return dataclasses.replace(self, sources=self.sources[:k], labels=self.labels[:k],
-                                   paragraphs=self.paragraphs[:k])
+        return dataclasses.replace(
+            self, sources=self.sources[:k], labels=self.labels[:k], paragraphs=self.paragraphs[:k]
+        )
 
 
 _HOP_REF = re.compile(r"#(\d+)")
@@ -127,6 +165,7 @@ def hop_question(question: str, answers: Sequence[str]) -> str:
     Returns:
         The question, stripped.
     """
+
     def sub(match: re.Match) -> str:
         k = int(match.group(1))
         if not 1 <= k <= len(answers):
@@ -177,15 +216,22 @@ def choose_sources(example, n_sources: int, seed: int = 0) -> Query:
         raise InputError(f"{example.id} has {len(gold)} gold paragraphs; n_sources = {n_sources} needs 1..n−1")
     bm25 = BM25Ranker().score(example.query, texts)
     others = sorted(np.flatnonzero(labels == 0).tolist(), key=lambda i: (-bm25[i], i))
-    chosen = gold + others[:n_sources - len(gold)]
+    chosen = gold + others[: n_sources - len(gold)]
     if len(chosen) < n_sources:
         raise InputError(f"{example.id} has only {len(chosen)} paragraphs; n_sources = {n_sources}")
     order = np.random.default_rng(derive_seed(seed, example.id)).permutation(n_sources)
     chosen = [chosen[k] for k in order]
-    return Query(id=example.id, question=example.query, answer=example.answers[0],
-                 sources=[texts[i] for i in chosen], labels=labels[chosen].astype(np.int64),
-                 key_points=key_points(example.meta["decomposition"]), paragraphs=chosen,
-                 hop_type=example.meta.get("hop_type", ""), meta={"bm25": [float(bm25[i]) for i in chosen]})
+    return Query(
+        id=example.id,
+        question=example.query,
+        answer=example.answers[0],
+        sources=[texts[i] for i in chosen],
+        labels=labels[chosen].astype(np.int64),
+        key_points=key_points(example.meta["decomposition"]),
+        paragraphs=chosen,
+        hop_type=example.meta.get("hop_type", ""),
+        meta={"bm25": [float(bm25[i]) for i in chosen]},
+    )
 
 
 def select_queries(examples: Sequence, n_queries: int, n_sources: int, seed: int = 0) -> list[Query]:
@@ -202,123 +248,8 @@ def select_queries(examples: Sequence, n_queries: int, n_sources: int, seed: int
     return out
 
 
-# ------------------------------------------------------------------------------------ LM scoring
-
-@dataclass
-class Scored:
-    """log P(a* | q, C) of each (question, context, answer) triple (``logp``), with the prompt + answer
-    tokens of each sequence (``tokens``, what an API would bill), the tokens the model actually ran
-    (``tokens_run``; ``None`` when not counted) and the wall ``seconds``."""
-
-    logp: np.ndarray
-    tokens: np.ndarray
-    tokens_run: int | None
-    seconds: float
-
-
-def _check_triples(questions, contexts, answers) -> None:
-    if not len(questions) == len(contexts) == len(answers):
-        raise InputError(f"{len(questions)} questions, {len(contexts)} contexts, {len(answers)} answers: "
-                         "one of each per sequence is needed")
-    for i, (q, a) in enumerate(zip(questions, answers)):
-        if not isinstance(q, str) or is_blank(q) or not isinstance(a, str) or is_blank(a):
-            raise InputError(f"sequence {i}: questions and answers must be non-empty strings")
-
-
-def prefix_tree_logprob(lm, questions: Sequence[str], contexts: Sequence[str | Sequence[str]],
-                        answers: Sequence[str]) -> Scored:
-    """log P(a* | q, C) by teacher forcing, running every shared token prefix once: a prefix tree (trie).
-
-    The sequences x(q, C) ‖ a* (:meth:`scp.llm.readers.LocalReader.prompt_ids` and ``answer_ids``, as
-    :func:`scp.llm.readers.answer_logprob` builds them; an empty context reads :data:`scp.llm.readers.EMPTY_CONTEXT`) are
-    arranged as a trie and walked depth first with one key-value cache: each edge (a run of tokens shared by
-    all sequences below it) is one batch-1 forward pass that extends the cache, and the cache is cropped back
-    when the walk returns.  For the 2^n coalitions of n sources in a fixed order, source k is run once per
-    membership pattern of the sources before it (2^k times) instead of 2^(n−1) times.  Same values as
-    :func:`scp.llm.readers.answer_logprob` up to float rounding (checked in ``tests/test_maxshapley.py``).
-
-    Args:
-        lm: a :class:`scp.llm.readers.LocalReader`.
-        questions, contexts, answers: one per sequence (a context is a string or a list of sentences).
-
-    Returns:
-        A :class:`Scored` whose ``tokens_run`` is the number of tokens in the trie.
-    """
-    import inspect
-
-    import torch
-    from transformers import DynamicCache
-
-    _check_triples(questions, contexts, answers)
-    t0 = time.perf_counter()
-    prompts = [lm.prompt_ids(q, c) for q, c in zip(questions, contexts)]
-    starts = [len(p) for p in prompts]  # the first answer token of each sequence
-    seqs = [p + lm.answer_ids(a) for p, a in zip(prompts, answers)]
-    params = inspect.signature(lm.model.forward).parameters
-    cache_arg = "past_key_values" if "past_key_values" in params else "cache"
-    keep_arg = "logits_to_keep" in params
-    logp = np.zeros(len(seqs))
-    cache, run = DynamicCache(), [0]
-
-    def visit(group: list[int], depth: int) -> None:
-        first, end = seqs[group[0]], min(len(seqs[i]) for i in group)
-        stop = depth
-        while stop < end and all(seqs[i][stop] == first[stop] for i in group):
-            stop += 1
-        if stop > depth:
-            # positions p in [depth, stop) whose logits predict an answer token (p ≥ start − 1, p + 1 < len)
-            need = [max(depth, starts[i] - 1) for i in group
-                    if max(depth, starts[i] - 1) < min(stop, len(seqs[i]) - 1)]
-            keep = stop - min(need) if need else 1
-            kwargs = {cache_arg: cache, "use_cache": True, **({"logits_to_keep": keep} if keep_arg else {})}
-            with torch.inference_mode():
-                logits = lm.model(input_ids=torch.tensor([first[depth:stop]], device=lm.device), **kwargs).logits
-            rows = torch.log_softmax(logits[0, -keep:].float(), dim=-1)  # rows for positions stop−keep..stop−1
-            run[0] += stop - depth
-            for i in group:
-                lo, hi = max(depth, starts[i] - 1), min(stop, len(seqs[i]) - 1)
-                if lo < hi:
-                    targets = torch.tensor(seqs[i][lo + 1:hi + 1], device=rows.device)
-                    picked = rows[lo - (stop - keep):hi - (stop - keep)].gather(1, targets[:, None])
-                    logp[i] += float(picked.double().sum())
-        branches: dict[int, list[int]] = {}
-        for i in group:
-            if len(seqs[i]) > stop:
-                branches.setdefault(seqs[i][stop], []).append(i)
-        for branch in branches.values():
-            visit(branch, stop)
-            extra = cache.get_seq_length() - stop
-            if extra > 0:
-                cache.crop(-extra)  # a negative count removes that many tokens (every transformers version)
-
-    if seqs:
-        visit(list(range(len(seqs))), 0)
-    return Scored(logp=logp, tokens=np.array([len(s) for s in seqs], dtype=np.int64), tokens_run=run[0],
-                  seconds=time.perf_counter() - t0)
-
-
-def score_sequences(lm, questions: Sequence[str], contexts: Sequence[str | Sequence[str]], answers: Sequence[str],
-                    scorer: str = "tree") -> Scored:
-    """log P(a* | q, C) of each triple with one of three scorers: ``"tree"`` (:func:`prefix_tree_logprob`),
-    ``"batched"`` (:func:`scp.llm.readers.answer_logprob`, batches sorted by length) or ``"batched-reuse"``
-    (:func:`scp.llm.readers.answer_logprob` with ``reuse_prefix=True``: the given order kept, each batch's common
-    prefix run once).  Empty contexts are allowed (the empty coalition)."""
-    from scp.llm.readers import answer_logprob
-
-    if scorer == "tree":
-        return prefix_tree_logprob(lm, questions, contexts, answers)
-    if scorer not in ("batched", "batched-reuse"):
-        raise InputError(f"scorer must be 'tree', 'batched' or 'batched-reuse'; got {scorer!r}")
-    _check_triples(questions, contexts, answers)
-    t0 = time.perf_counter()
-    logp = answer_logprob(lm, list(questions), list(contexts), list(answers), reuse_prefix=scorer == "batched-reuse",
-                          allow_empty_context=True)
-    seconds = time.perf_counter() - t0
-    tokens = [len(lm.prompt_ids(q, c)) + len(lm.answer_ids(a)) for q, c, a in zip(questions, contexts, answers)]
-    return Scored(logp=np.asarray(logp), tokens=np.array(tokens, dtype=np.int64), tokens_run=None, seconds=seconds)
-
-
 # ------------------------------------------------------------------------------------------- relevance
+
 
 @dataclass
 class Relevance:
@@ -357,10 +288,16 @@ def lm_relevance(lm, query: Query, scorer: str = "tree") -> Relevance:
     n, m = query.n_sources, len(qs)
     contexts = [s for s in query.sources for _ in qs] + [""] * m
     scored = score_sequences(lm, qs * (n + 1), contexts, ans * (n + 1), scorer)
-    logp, base = scored.logp[:n * m].reshape(n, m), scored.logp[n * m:]
-    return Relevance(values=np.maximum(logp - base[None, :], 0.0), method="lm", lm_calls=len(contexts),
-                     lm_tokens=int(scored.tokens.sum()), lm_tokens_run=int(scored.tokens_run or scored.tokens.sum()),
-                     seconds=scored.seconds, meta={"logp": logp.tolist(), "logp_no_context": base.tolist()})
+    logp, base = scored.logp[: n * m].reshape(n, m), scored.logp[n * m :]
+    return Relevance(
+        values=np.maximum(logp - base[None, :], 0.0),
+        method="lm",
+        lm_calls=len(contexts),
+        lm_tokens=int(scored.tokens.sum()),
+        lm_tokens_run=int(scored.tokens_run or scored.tokens.sum()),
+        seconds=scored.seconds,
+        meta={"logp": logp.tolist(), "logp_no_context": base.tolist()},
+    )
 
 
 def embedding_relevance(embedder, query: Query) -> Relevance:
@@ -373,11 +310,16 @@ def embedding_relevance(embedder, query: Query) -> Relevance:
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     k = len(points)
     cos = vectors[k:] @ vectors[:k].T
-    return Relevance(values=np.maximum(cos, 0.0), method=f"embedding:{getattr(embedder, 'id', 'embedder')}",
-                     embedded_texts=len(points) + query.n_sources, seconds=seconds)
+    return Relevance(
+        values=np.maximum(cos, 0.0),
+        method=f"embedding:{getattr(embedder, 'id', 'embedder')}",
+        embedded_texts=len(points) + query.n_sources,
+        seconds=seconds,
+    )
 
 
 # ------------------------------------------------------------------------------------ the 2^n table
+
 
 def coalition_order(n: int) -> np.ndarray:
     """All 2^n bitmasks (player i ↔ bit i) in lexicographic order of the membership vector (c_0, …, c_{n−1}):
@@ -425,34 +367,9 @@ def full_shapley_table(lm, query: Query, scorer: str = "tree") -> CoalitionTable
     scored = score_sequences(lm, [query.question] * len(order), contexts, [query.answer] * len(order), scorer)
     values, tokens = np.empty(2**n), np.empty(2**n, dtype=np.int64)
     values[order], tokens[order] = scored.logp, scored.tokens
-    return CoalitionTable(values=values, tokens=tokens, tokens_run=scored.tokens_run, seconds=scored.seconds,
-                          scorer=scorer)
-
-
-class LookupGame(TableGame):
-    """A game read from a coalition table that remembers which coalitions were asked for.
-
-    ``n_coalitions`` is the number of distinct coalitions queried so far and ``n_tokens`` their LM tokens: the
-    cost of an estimator that caches repeated coalitions (a repeat costs nothing).
-    """
-
-    def __init__(self, values, tokens=None):
-        super().__init__(values)
-        self.tokens = np.zeros(self.values.size, dtype=np.int64) if tokens is None else np.asarray(tokens)
-        self.seen = np.zeros(self.values.size, dtype=bool)
-
-    def value(self, coalitions):
-        masks = coalitions.astype(np.int64) @ (np.int64(1) << np.arange(self.n_players, dtype=np.int64))
-        self.seen[masks] = True
-        return self.values[masks]
-
-    @property
-    def n_coalitions(self) -> int:
-        return int(self.seen.sum())
-
-    @property
-    def n_tokens(self) -> int:
-        return int(self.tokens[self.seen].sum())
+    return CoalitionTable(
+        values=values, tokens=tokens, tokens_run=scored.tokens_run, seconds=scored.seconds, scorer=scorer
+    )
 
 
 def kernel_shap(game, budget: int, seed: int) -> np.ndarray:
@@ -467,18 +384,19 @@ def kernel_shap(game, budget: int, seed: int) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------- scoring
 
+
 def score_row(values, labels, reference) -> dict[str, float]:
     """Jaccard@K of an attribution's top-K sources against the gold ones (K = number of gold sources; ties
     towards the lower index) and Kendall τ_b against the reference attribution (``nan`` when either is
     constant)."""
     labels = np.asarray(labels)
     k = int(labels.sum())
-    return {"jaccard": jaccard_at_k(values, labels.astype(np.float64), k),
-            "tau": kendall_tau_b(values, reference)}
+    return {"jaccard": jaccard_at_k(values, labels.astype(np.float64), k), "tau": kendall_tau_b(values, reference)}
 
 
-def estimator_rows(table: CoalitionTable, query: Query, mc_budgets: Sequence[int], kernel_budgets: Sequence[int],
-                   seeds: Sequence[int]) -> list[dict[str, Any]]:
+def estimator_rows(
+    table: CoalitionTable, query: Query, mc_budgets: Sequence[int], kernel_budgets: Sequence[int], seeds: Sequence[int]
+) -> list[dict[str, Any]]:
     """Every table-based estimator on one query, scored against the gold labels and FullShapley.
 
     FullShapley (all 2^n coalitions) and leave-one-out are deterministic; Monte Carlo with M permutations
@@ -495,9 +413,17 @@ def estimator_rows(table: CoalitionTable, query: Query, mc_budgets: Sequence[int
     rows = []
 
     def add(method, budget, seed, values, game):
-        rows.append({"query": query.id, "method": method, "budget": int(budget), "seed": seed,
-                     "n_coalitions": game.n_coalitions, "n_tokens": game.n_tokens,
-                     **score_row(values, query.labels, full)})
+        rows.append(
+            {
+                "query": query.id,
+                "method": method,
+                "budget": int(budget),
+                "seed": seed,
+                "n_coalitions": game.n_coalitions,
+                "n_tokens": game.n_tokens,
+                **score_row(values, query.labels, full),
+            }
+        )
 
     everything = LookupGame(table.values, table.tokens)
     everything(all_coalitions(n))
@@ -523,9 +449,15 @@ def maxshapley_row(relevance: Relevance, query: Query, reference) -> dict[str, A
     relevance scores, as no utility is evaluated; ``budget`` is 0 (no sampling budget)."""
     phi = max_shapley(relevance.values, query.weights)
     method = "maxshapley_lm" if relevance.method == "lm" else "maxshapley_minilm"
-    return {"query": query.id, "method": method, "budget": 0, "seed": None,
-            "n_coalitions": relevance.lm_calls, "n_tokens": relevance.lm_tokens,
-            **score_row(phi, query.labels, reference)}
+    return {
+        "query": query.id,
+        "method": method,
+        "budget": 0,
+        "seed": None,
+        "n_coalitions": relevance.lm_calls,
+        "n_tokens": relevance.lm_tokens,
+        **score_row(phi, query.labels, reference),
+    }
 
 
 def random_jaccard(n: int, k: int) -> float:
@@ -537,7 +469,7 @@ def random_jaccard(n: int, k: int) -> float:
     return sum(math.comb(k, x) * math.comb(n - k, k - x) / total * x / (2 * k - x) for x in range(0, k + 1))
 
 
-def summarize(rows: Sequence[Mapping[str, Any]], n_boot: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+def summarize_by_budget(rows: Sequence[Mapping[str, Any]], n_boot: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
     """Rows of many queries aggregated per (method, budget): each query's metrics and costs are first
     averaged over seeds, then over queries, with percentile-bootstrap CIs over queries
     (:func:`scp.core.metrics.aggregate`).
@@ -553,11 +485,21 @@ def summarize(rows: Sequence[Mapping[str, Any]], n_boot: int = 1000, seed: int =
         per_query.append(r)
     out = []
     for (method, budget), queries in groups.items():
-        means = {key: [float(np.nanmean([r[key] for r in rs])) if not all(np.isnan(r[key]) for r in rs)
-                       else math.nan for rs in queries.values()]
-                 for key in ("jaccard", "tau", "n_coalitions", "n_tokens")}
-        row = {"method": method, "label": LABELS.get(method, method), "budget": budget, "n_queries": len(queries),
-               "n_coalitions": float(np.mean(means["n_coalitions"])), "n_tokens": float(np.mean(means["n_tokens"]))}
+        means = {
+            key: [
+                float(np.nanmean([r[key] for r in rs])) if not all(np.isnan(r[key]) for r in rs) else math.nan
+                for rs in queries.values()
+            ]
+            for key in ("jaccard", "tau", "n_coalitions", "n_tokens")
+        }
+        row = {
+            "method": method,
+            "label": methods.get(method).label,
+            "budget": budget,
+            "n_queries": len(queries),
+            "n_coalitions": float(np.mean(means["n_coalitions"])),
+            "n_tokens": float(np.mean(means["n_tokens"])),
+        }
         for key in ("jaccard", "tau"):
             agg = aggregate(means[key], n_boot=n_boot, seed=seed)
             row.update({key: agg.mean, f"{key}_ci_low": agg.ci_low, f"{key}_ci_high": agg.ci_high})
@@ -568,11 +510,17 @@ def summarize(rows: Sequence[Mapping[str, Any]], n_boot: int = 1000, seed: int =
 
 # ------------------------------------------------------------------------------------------- plotting
 
-def draw_methods(ax, summary: Sequence[Mapping[str, Any]], metric: str, cost: str, chance: float | None = None,
-                 order: Sequence[str] = ("full", "loo", "mc", "mc_antithetic", "kernelshap", "maxshapley_lm",
-                                         "maxshapley_minilm")) -> None:
+
+def draw_methods(
+    ax,
+    summary: Sequence[Mapping[str, Any]],
+    metric: str,
+    cost: str,
+    chance: float | None = None,
+    order: Sequence[str] = ("full", "loo", "mc", "mc_antithetic", "kernelshap", "maxshapley_lm", "maxshapley_minilm"),
+) -> None:
     """One panel of the cost figure: ``metric`` (``"jaccard"`` or ``"tau"``) against ``cost``
-    (``"n_tokens"`` or ``"n_coalitions"``) for every method of :func:`summarize`'s rows.
+    (``"n_tokens"`` or ``"n_coalitions"``) for every method of :func:`summarize_by_budget`'s rows.
 
     A method with several budgets is a line through its budgets with its 95% CI as a band; a single-budget
     method is a marker with CI error bars; a method with zero cost (MaxShapley with embedding relevance: no
@@ -587,19 +535,31 @@ def draw_methods(ax, summary: Sequence[Mapping[str, Any]], metric: str, cost: st
         sub = df[df.method == method].sort_values(cost)
         if sub.empty:
             continue
-        colour, mark = STYLES[method]
+        style = methods.get(method)
+        colour, mark, label = style.color, style.marker, style.label
         y, low, high = sub[metric].to_numpy(), sub[f"{metric}_ci_low"].to_numpy(), sub[f"{metric}_ci_high"].to_numpy()
         if (sub[cost] <= 0).all():
-            ax.axhline(y[0], color=colour, ls="--", lw=0.9, label=f"{LABELS[method]}, no LM call")
+            ax.axhline(y[0], color=colour, ls="--", lw=0.9, label=f"{label}, no LM call")
             ax.axhspan(low[0], high[0], color=colour, alpha=0.12, lw=0)
         elif len(sub) > 1:
-            ax.plot(sub[cost], y, color=colour, marker=mark, markersize=3, label=LABELS[method])
+            ax.plot(sub[cost], y, color=colour, marker=mark, markersize=3, label=label)
             ax.fill_between(sub[cost], low, high, color=colour, alpha=0.18, lw=0)
         else:
-            ax.errorbar(sub[cost], y, yerr=[y - low, high - y], color=colour, marker=mark, markersize=4.5,
-                        ls="none", elinewidth=0.8, capsize=2, label=LABELS[method])
+            ax.errorbar(
+                sub[cost],
+                y,
+                yerr=[y - low, high - y],
+                color=colour,
+                marker=mark,
+                markersize=4.5,
+                ls="none",
+                elinewidth=0.8,
+                capsize=2,
+                label=label,
+            )
     if chance is not None:
-        ax.axhline(chance, color=STYLES["random"][0], ls=":", lw=0.9, label=LABELS["random"])
+        chance_line = methods.get("random-order")
+        ax.axhline(chance, color=chance_line.color, ls=":", lw=0.9, label=chance_line.label)
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

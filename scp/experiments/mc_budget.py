@@ -4,33 +4,32 @@ errors against the exact values, and how often they keep the exact Top-K set.
 - :func:`repeated_monte_carlo` draws one estimate per seed, each equal to ``monte_carlo(game, M, seed=s)``; for a
   value-network game all of them come from one batched fast-path call (the context repeated once per seed),
   which is what makes hundreds of repeats per budget affordable on a CPU.
-- :func:`batched_scores` scores many contexts through the fast path in batches of similar length (less padding,
-  so its wall time measures the estimator rather than the padding), with the same values as
-  :class:`scp.pruning.evaluation.SCPRanker`.
 - :func:`topk_stability` is the fraction of estimates whose Top-K set is the exact one, the event that
   Theorem A.3 (:func:`scp.core.theory.topk_sample_size`) guarantees with probability ≥ 1 − δ.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
-from scp.core.shapley import ShapleyResult, deepsets_shapley, monte_carlo
-from scp.data.features import collate
+from scp.core.fast_path import deepsets_shapley, has_fast_path
+from scp.core.monte_carlo import monte_carlo
+from scp.core.result import ShapleyResult
+from scp.devices import eval_mode
 from scp.errors import InputError
-from scp.models.game import ValueNetGame
 
-__all__ = ["batched_scores", "max_abs_errors", "repeated_monte_carlo", "topk_set", "topk_stability"]
+__all__ = ["max_abs_errors", "repeated_monte_carlo", "topk_set", "topk_stability"]
 
 
 def repeated_monte_carlo(game, n_permutations: int, seeds: Sequence[int]) -> list[ShapleyResult]:
     """Independent Monte-Carlo estimates of ``game``'s Shapley values, one per seed.
 
     Args:
-        game: any game; a :class:`~scp.models.game.ValueNetGame` over a Deep Sets network takes one batched call.
+        game: any game; one with the fast path (:func:`scp.core.fast_path.has_fast_path`, e.g. a
+            :class:`~scp.models.game.ValueNetGame` over a Deep Sets network) takes one batched call.
         n_permutations: M, permutations per estimate.
         seeds: one seed per estimate.
 
@@ -41,18 +40,19 @@ def repeated_monte_carlo(game, n_permutations: int, seeds: Sequence[int]) -> lis
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise InputError("give at least one seed")
-    if not (isinstance(game, ValueNetGame) and hasattr(game.net, "rho_first_layer")):
+    if not has_fast_path(game):
         return [monte_carlo(game, n_permutations, seed=s) for s in seeds]
     net, r = game.net, len(seeds)
-    was_training = net.training
-    net.eval()
-    try:
-        with torch.no_grad():
-            extra = None if game.extra is None else game.extra[None].expand(r, -1, -1)
-            batch = deepsets_shapley(net, game.units[None].expand(r, -1, -1), game.query[None].expand(r, -1),
-                                     extra=extra, n_permutations=n_permutations, seed=seeds)
-    finally:
-        net.train(was_training)
+    with eval_mode(net), torch.no_grad():
+        extra = None if game.extra is None else game.extra[None].expand(r, -1, -1)
+        batch = deepsets_shapley(
+            net,
+            game.units[None].expand(r, -1, -1),
+            game.query[None].expand(r, -1),
+            extra=extra,
+            n_permutations=n_permutations,
+            seed=seeds,
+        )
     return [batch.result(i) for i in range(r)]
 
 
@@ -76,38 +76,3 @@ def topk_stability(estimates: Sequence[ShapleyResult], exact_values, k: int) -> 
         raise InputError("no estimates")
     truth = topk_set(exact_values, k)
     return float(np.mean([topk_set(e.values, k) == truth for e in estimates]))
-
-
-def batched_scores(net, contexts, n_permutations: int, seed: int = 0, batch_size: int = 32) -> list[np.ndarray]:
-    """Monte-Carlo Shapley values of every context (a :class:`scp.data.features.Context`), in the given order.
-
-    Contexts are sorted by length and scored ``batch_size`` at a time by :func:`scp.core.shapley.deepsets_shapley`;
-    each context's permutations come from ``seed`` and its own key, so its values are those
-    :class:`scp.pruning.evaluation.SCPRanker` (and ``ShapleyPruner.rank``) give it, whatever the batching.
-
-    Args:
-        net: a Deep Sets value network.
-        contexts: the contexts to score.
-        n_permutations: M.
-        seed: the run seed.
-        batch_size: contexts per batched call.
-
-    Returns:
-        One float64 array of n_i values per context.
-    """
-    order = sorted(range(len(contexts)), key=lambda i: contexts[i].n_units)
-    out: list[np.ndarray | None] = [None] * len(contexts)
-    was_training = net.training
-    net.eval()
-    try:
-        with torch.no_grad():
-            for s in range(0, len(order), batch_size):
-                idx = order[s:s + batch_size]
-                b = collate([contexts[i] for i in idx])
-                values = deepsets_shapley(net, b.units, b.query, b.mask, b.extra if net.n_extra else None,
-                                          n_permutations=n_permutations, seed=b.seeds(seed)).values
-                for row, i in enumerate(idx):
-                    out[i] = values[row, :contexts[i].n_units].double().numpy()
-    finally:
-        net.train(was_training)
-    return out

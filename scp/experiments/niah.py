@@ -9,14 +9,15 @@ haystack; here the haystack is real text and every ranker is scored the same way
 - :func:`needle_rows` turns each context's scores into one row: where the needles were, their ranks, the
   needle AUC, and at each keep ratio r the needle recall (:func:`scp.core.metrics.recall_at_keep`) and the
   all-needle recall (:func:`scp.core.metrics.all_recall_at_keep`);
-- :func:`summarize` gives the mean and bootstrap CI of those columns per group (method, length, depth, …).
+- :func:`summarize_by_group` gives the mean and bootstrap CI of those columns per group (method, length,
+  depth, …).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from scp.data.datasets import Example
 from scp.data.text import is_blank
 from scp.errors import InputError, InputTypeError
 
-__all__ = ["distractor_pool", "needle_rows", "niah_seed", "summarize"]
+__all__ = ["distractor_pool", "needle_rows", "niah_seed", "summarize_by_group"]
 
 _SEED = re.compile(r"-s(\d+)$")
 
@@ -52,8 +53,9 @@ def niah_seed(example: Example) -> int:
     return int(m.group(1))
 
 
-def needle_rows(examples: Sequence[Example], scores: Sequence[Sequence[float]], keep_ratios: Sequence[float],
-                method: str) -> list[dict]:
+def needle_rows(
+    examples: Sequence[Example], scores: Sequence[Sequence[float]], keep_ratios: Sequence[float], method: str
+) -> list[dict]:
     """One row per needle-in-a-haystack context: its layout and how well ``scores`` keep its needles.
 
     Args:
@@ -75,10 +77,17 @@ def needle_rows(examples: Sequence[Example], scores: Sequence[Sequence[float]], 
         if s.shape != (ex.n_units,):
             raise InputError(f"{ex.id}: {s.size} scores for {ex.n_units} units")
         needles = list(ex.meta["needle_indices"])
-        row = {"method": method, "n_units": ex.n_units, "depth": ex.meta["depth"], "n_needles": len(needles),
-               "seed": niah_seed(ex), "needle_ranks": [int((s > s[i]).sum()) for i in needles],
-               "auc": pairwise_auc(s, ex.labels), "needle_score": float(s[needles].mean()),
-               "top_haystack_score": float(np.delete(s, needles).max()) if ex.n_units > len(needles) else None}
+        row = {
+            "method": method,
+            "n_units": ex.n_units,
+            "depth": ex.meta["depth"],
+            "n_needles": len(needles),
+            "seed": niah_seed(ex),
+            "needle_ranks": [int((s > s[i]).sum()) for i in needles],
+            "auc": pairwise_auc(s, ex.labels),
+            "needle_score": float(s[needles].mean()),
+            "top_haystack_score": float(np.delete(s, needles).max()) if ex.n_units > len(needles) else None,
+        }
         for r in keep_ratios:
             row[f"recall@{r}"] = recall_at_keep(s, ex.labels, r)
             row[f"all_recall@{r}"] = all_recall_at_keep(s, ex.labels, r)
@@ -86,8 +95,9 @@ def needle_rows(examples: Sequence[Example], scores: Sequence[Sequence[float]], 
     return rows
 
 
-def summarize(rows: Sequence[dict], by: Sequence[str], columns: Sequence[str], n_boot: int = 1000,
-              seed: int = 0) -> list[dict]:
+def summarize_by_group(
+    rows: Sequence[dict], by: Sequence[str], columns: Sequence[str], n_boot: int = 1000, seed: int = 0
+) -> list[dict]:
     """Mean and percentile-bootstrap 95% CI (:func:`scp.core.metrics.aggregate`) of ``columns`` per group.
 
     Args:
@@ -122,6 +132,7 @@ def needle_recall(kept_text: str, needles: Sequence[str]) -> float:
         return math.nan
     if any(is_blank(n) for n in needles):
         raise InputError("needles must be non-empty strings")
-    found = [re.search(rf"(?<!\w){re.escape(n.strip())}(?!\w)", kept_text, flags=re.IGNORECASE) is not None
-             for n in needles]
+    found = [
+        re.search(rf"(?<!\w){re.escape(n.strip())}(?!\w)", kept_text, flags=re.IGNORECASE) is not None for n in needles
+    ]
     return sum(found) / len(found)

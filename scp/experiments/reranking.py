@@ -2,20 +2,23 @@
 
 - :func:`load_test_split` loads every test example of a dataset (MuSiQue at either granularity).
 - :func:`per_dataset_config` is the suite's per-dataset model: ``config_from_preset(preset, datasets=(d,),
-  val_dataset=d)``; :func:`train_checkpoints` trains (or reuses, through :func:`scp.training.runs.train_or_load`) one per
+  val_dataset=d)``; :func:`train_checkpoints` trains (or reuses, through :func:`scp.training.runs.train_or_load`) one
+  per
   dataset and preset, so notebooks that ask for the same model share it.
-- :func:`evaluate_method` scores one method by name (:data:`METHODS`): ``scp`` (Monte-Carlo Shapley values of the
-  ``best`` network), ``scp-loo`` (the same network scored by leave-one-out), ``pointwise`` (the matched control),
-  and the baselines of :mod:`scp.pruning.rankers`.  A model that cannot be loaded here (offline) gives an ``n/a`` record
-  with the reason (:func:`scp.pruning.evaluation.unavailable`), never a silent skip.
+- :func:`evaluate_method` scores one ranker of the method registry (:mod:`scp.pruning.methods`) by name: ``scp``
+  (Monte-Carlo Shapley values of the ``best`` network), ``scp-loo`` (the same network scored by leave-one-out),
+  ``pointwise`` (the matched control), and the baselines of :mod:`scp.pruning.rankers`; :data:`COMPARED_METHODS` are
+  the ones notebook 02 compares.  A model that cannot be loaded here (offline) gives an ``n/a`` record with the
+  reason (:func:`scp.pruning.evaluation.unavailable`), never a silent skip.  :func:`method_scores` gives a method's
+  per-unit scores of every example (notebooks 10 and 12).
 - :func:`summary_row`, :func:`metric_matrix` and :func:`paired_rows` turn those records into table rows, (keep
   ratio × example) arrays for bands, and paired per-example differences with bootstrap CIs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,28 +28,43 @@ from scp.models.config import TrainConfig, config_from_preset
 from scp.pruning.evaluation import evaluate, make_ranker, unavailable
 from scp.training.runs import train_or_load
 
-METHODS = ("scp", "scp-loo", "pointwise", "random", "bm25", "cosine", "cross-encoder", "llmlingua2", "provence")
-"""Methods :func:`evaluate_method` knows, in the order tables list them."""
+COMPARED_METHODS = (
+    "scp",
+    "scp-loo",
+    "pointwise",
+    "random",
+    "bm25",
+    "cosine",
+    "cross-encoder",
+    "llmlingua2",
+    "provence",
+)
+"""The rankers notebook 02 compares (names of :mod:`scp.pruning.methods`), in the order its tables list them."""
 
-LABELS = {"scp": "SCP", "scp-loo": "SCP-LOO", "pointwise": "pointwise control", "random": "random", "bm25": "BM25",
-          "cosine": "MiniLM cosine", "cross-encoder": "cross-encoder", "llmlingua2": "LLMLingua-2",
-          "provence": "Provence"}
-"""Display name of each method (those of :data:`scp.suite.plot.COLORS` where it has one)."""
-
-PLOT_KEYS = {"scp": "SCP", "scp-loo": "leave-one-out", "pointwise": "pointwise control", "random": "random",
-             "bm25": "BM25", "cosine": "MiniLM cosine"}
-"""The :data:`scp.suite.plot.COLORS` key that colours each method in figures (SCP-LOO takes leave-one-out's colour)."""
-
-DATASET_NAMES = {"hotpotqa": "HotpotQA", "2wiki": "2Wiki", "musique": "MuSiQue", "msmarco": "MS MARCO",
-                 "fever": "FEVER"}
+DATASET_NAMES = {
+    "hotpotqa": "HotpotQA",
+    "2wiki": "2Wiki",
+    "musique": "MuSiQue",
+    "msmarco": "MS MARCO",
+    "fever": "FEVER",
+}
 """Display name of each dataset in figures."""
 
-PRESET_OF = {"scp": "best", "scp-loo": "best", "pointwise": "pointwise"}
-"""Which trained network a model-based method scores with (a key of ``checkpoints``)."""
-
-__all__ = ["DATASET_NAMES", "LABELS", "METHODS", "PLOT_KEYS", "PRESET_OF", "ci_text", "evaluate_method", "keep_ratio_rows",
-           "load_test_split", "method_ranker", "metric_matrix", "paired_rows", "per_dataset_config", "summary_row",
-           "train_checkpoints", "verdict"]
+__all__ = [
+    "COMPARED_METHODS",
+    "DATASET_NAMES",
+    "ci_text",
+    "evaluate_method",
+    "keep_ratio_rows",
+    "load_test_split",
+    "method_scores",
+    "metric_matrix",
+    "paired_rows",
+    "per_dataset_config",
+    "summary_row",
+    "train_checkpoints",
+    "verdict",
+]
 
 
 def load_test_split(dataset: str, granularity: str | None = None, limit: int | None = None) -> list:
@@ -67,7 +85,6 @@ def load_test_split(dataset: str, granularity: str | None = None, limit: int | N
     return load_dataset(dataset, split="test", limit=limit, **kwargs)
 
 
-
 def per_dataset_config(preset: str, dataset: str, **overrides) -> TrainConfig:
     """The suite's per-dataset model: ``config_from_preset(preset, datasets=(dataset,), val_dataset=dataset)``.
 
@@ -82,8 +99,9 @@ def per_dataset_config(preset: str, dataset: str, **overrides) -> TrainConfig:
     return config_from_preset(preset, datasets=(dataset,), val_dataset=dataset, **overrides)
 
 
-def train_checkpoints(datasets: Iterable[str], presets: Iterable[str], root, overrides: Mapping | None = None,
-                      cache_dir=None) -> dict[tuple[str, str], Path]:
+def train_checkpoints(
+    datasets: Iterable[str], presets: Iterable[str], root, overrides: Mapping | None = None, cache_dir=None
+) -> dict[tuple[str, str], Path]:
     """Train, or reuse when already trained, one model per (preset, dataset) with :func:`per_dataset_config`.
 
     Args:
@@ -96,38 +114,63 @@ def train_checkpoints(datasets: Iterable[str], presets: Iterable[str], root, ove
     Returns:
         ``{(preset, dataset): path of best.safetensors}``.
     """
-    return {(p, d): train_or_load(per_dataset_config(p, d, **dict(overrides or {})), root, cache_dir=cache_dir)
-            for d in datasets for p in presets}
+    return {
+        (p, d): train_or_load(per_dataset_config(p, d, **dict(overrides or {})), root, cache_dir=cache_dir)
+        for d in datasets
+        for p in presets
+    }
 
 
-def method_ranker(method: str, checkpoints: Mapping[str, str | Path] | None = None, *, n_permutations: int = 50,
-                  seed: int = 0, cache_dir=None):
-    """The :class:`scp.pruning.rankers.Ranker` of one method of :data:`METHODS`.
+def method_scores(
+    examples: Sequence,
+    method: str,
+    checkpoints: Mapping[str, str | Path] | None = None,
+    *,
+    with_title: bool = True,
+    n_permutations: int = 50,
+    seed: int = 0,
+    cache_dir=None,
+) -> list[np.ndarray]:
+    """Per-unit scores (higher = more relevant) of one ranker of :mod:`scp.pruning.methods` for every example.
 
-    ``scp`` and ``scp-loo`` score with ``checkpoints["best"]``, ``pointwise`` with ``checkpoints["pointwise"]``
-    (:data:`PRESET_OF`); the others need no checkpoint.  A model that cannot be loaded here raises
-    :class:`scp.errors.ModelUnavailableError`."""
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
-    checkpoint = None
-    if method in PRESET_OF:
-        if not checkpoints or PRESET_OF[method] not in checkpoints:
-            raise InputError(f"method {method!r} needs checkpoints[{PRESET_OF[method]!r}]")
-        checkpoint = str(checkpoints[PRESET_OF[method]])
-    name = "scp" if method == "pointwise" else method
-    return make_ranker(name, checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
+    Args:
+        examples: :class:`scp.data.datasets.Example` objects.
+        method: a ranker's name (:func:`scp.pruning.methods.names` with ``rankers=True``).
+        checkpoints: ``{"best": path, "pointwise": path}``; a method that scores with a trained network uses the
+            one of its preset (``scp`` and ``scp-loo``: ``best``; ``pointwise``: ``pointwise``).
+        with_title: score "Title: unit" texts.
+        n_permutations: M of the Monte-Carlo Shapley estimate (``scp``).
+        seed: seeds the random ranker and the permutations.
+        cache_dir: embedding cache (``None``: ``$SCP_CACHE_DIR``).
+
+    Returns:
+        One float64 array per example, one score per unit.  A model that cannot be loaded here raises
+        :class:`scp.errors.ModelUnavailableError`.
+    """
+    if not examples:
+        raise InputError("no examples to score")
+    ranker = make_ranker(method, checkpoints, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
+    return ranker.score_many([ex.query for ex in examples], [ex.unit_texts(with_title=with_title) for ex in examples])
 
 
-def evaluate_method(examples: Sequence, method: str, checkpoints: Mapping[str, str | Path] | None = None,
-                    with_title: bool = True, keep_ratios: Sequence[float] = (0.5,), n_permutations: int = 50,
-                    seed: int = 0, n_boot: int = 1000, cache_dir=None) -> dict:
+def evaluate_method(
+    examples: Sequence,
+    method: str,
+    checkpoints: Mapping[str, str | Path] | None = None,
+    with_title: bool = True,
+    keep_ratios: Sequence[float] = (0.5,),
+    n_permutations: int = 50,
+    seed: int = 0,
+    n_boot: int = 1000,
+    cache_dir=None,
+) -> dict:
     """:func:`scp.pruning.evaluation.evaluate` of one method on ``examples``, or its ``n/a`` record.
 
     Args:
         examples: labelled examples (one dataset).
-        method: one of :data:`METHODS`.
+        method: a ranker's name (:func:`scp.pruning.methods.names` with ``rankers=True``).
         checkpoints: ``{"best": path, "pointwise": path}``; ``scp`` and ``scp-loo`` use ``best``, ``pointwise`` uses
-            ``pointwise`` (see :data:`PRESET_OF`).
+            ``pointwise`` (each method's :attr:`scp.pruning.methods.Method.preset`).
         with_title: score "Title: unit" texts (units without a title stay bare).
         keep_ratios: keep ratios r of R@r, keep rate and token compression.
         n_permutations: M of the Monte-Carlo Shapley estimate (``scp``).
@@ -142,7 +185,7 @@ def evaluate_method(examples: Sequence, method: str, checkpoints: Mapping[str, s
     if not examples:
         raise InputError("no examples to evaluate")
     try:
-        ranker = method_ranker(method, checkpoints, n_permutations=n_permutations, seed=seed, cache_dir=cache_dir)
+        ranker = make_ranker(method, checkpoints, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed)
         result = evaluate(examples, ranker, with_title, keep_ratios, n_boot=n_boot, seed=seed)
     except ModelUnavailableError as error:
         result = unavailable(method, error, with_title, examples[0].dataset)
@@ -162,15 +205,34 @@ def summary_row(result: Mapping, keep_ratio: float = 0.5) -> dict:
         "recall", "recall_ci_low", "recall_ci_high", "compression"}``; metric columns are ``None`` for ``n/a``.
     """
     row = {"method": result["method"], "status": result["status"], "reason": result.get("reason", "")}
-    keys = ("n_test", "n_used", "n_excluded", "auc", "auc_ci_low", "auc_ci_high", "recall", "recall_ci_low",
-            "recall_ci_high", "compression")
+    keys = (
+        "n_test",
+        "n_used",
+        "n_excluded",
+        "auc",
+        "auc_ci_low",
+        "auc_ci_high",
+        "recall",
+        "recall_ci_low",
+        "recall_ci_high",
+        "compression",
+    )
     if result["status"] != "ok":
         return {**row, **dict.fromkeys(keys)}
     auc, recall = result["auc"], result[f"recall@{keep_ratio}"]
-    return {**row, "n_test": result["n_examples"], "n_used": auc["n_used"], "n_excluded": auc["n_excluded"],
-            "auc": auc["mean"], "auc_ci_low": auc["ci"][0], "auc_ci_high": auc["ci"][1], "recall": recall["mean"],
-            "recall_ci_low": recall["ci"][0], "recall_ci_high": recall["ci"][1],
-            "compression": result[f"compression@{keep_ratio}"]["mean"]}
+    return {
+        **row,
+        "n_test": result["n_examples"],
+        "n_used": auc["n_used"],
+        "n_excluded": auc["n_excluded"],
+        "auc": auc["mean"],
+        "auc_ci_low": auc["ci"][0],
+        "auc_ci_high": auc["ci"][1],
+        "recall": recall["mean"],
+        "recall_ci_low": recall["ci"][0],
+        "recall_ci_high": recall["ci"][1],
+        "compression": result[f"compression@{keep_ratio}"]["mean"],
+    }
 
 
 def keep_ratio_rows(result: Mapping, keep_ratios: Sequence[float]) -> list[dict]:
@@ -188,8 +250,13 @@ def keep_ratio_rows(result: Mapping, keep_ratios: Sequence[float]) -> list[dict]
     auc = result["auc"]
     rows = []
     for r in keep_ratios:
-        row = {"method": result["method"], "keep_ratio": r, "auc": auc["mean"], "auc_ci_low": auc["ci"][0],
-               "auc_ci_high": auc["ci"][1]}
+        row = {
+            "method": result["method"],
+            "keep_ratio": r,
+            "auc": auc["mean"],
+            "auc_ci_low": auc["ci"][0],
+            "auc_ci_high": auc["ci"][1],
+        }
         for metric in ("recall", "keep_rate", "compression"):
             m = result[f"{metric}@{r}"]
             row.update({metric: m["mean"], f"{metric}_ci_low": m["ci"][0], f"{metric}_ci_high": m["ci"][1]})
@@ -213,9 +280,15 @@ def metric_matrix(result: Mapping, metric: str, keep_ratios: Sequence[float]) ->
     return np.array([[row[f"{metric}@{r}"] for row in rows] for r in keep_ratios], dtype=np.float64)
 
 
-def paired_rows(results: Mapping[str, Mapping], pairs: Iterable[tuple[str, str]], metric: str = "auc",
-                n_boot: int = 1000, seed: int = 0) -> list[dict]:
-    """Paired differences A − B of a per-example metric on the same examples (:func:`scp.core.metrics.paired_difference`).
+def paired_rows(
+    results: Mapping[str, Mapping],
+    pairs: Iterable[tuple[str, str]],
+    metric: str = "auc",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> list[dict]:
+    """Paired differences A − B of a per-example metric on the same examples
+    (:func:`scp.core.metrics.paired_difference`).
 
     Args:
         results: ``{method: record}`` of one dataset, from :func:`evaluate_method`.
@@ -234,15 +307,34 @@ def paired_rows(results: Mapping[str, Mapping], pairs: Iterable[tuple[str, str]]
         ra, rb = results[a], results[b]
         row = {"a": a, "b": b, "metric": metric}
         if ra["status"] != "ok" or rb["status"] != "ok":
-            rows.append({**row, "status": "n/a", "difference": None, "ci_low": None, "ci_high": None,
-                         "n_used": None, "verdict": "n/a"})
+            rows.append(
+                {
+                    **row,
+                    "status": "n/a",
+                    "difference": None,
+                    "ci_low": None,
+                    "ci_high": None,
+                    "n_used": None,
+                    "verdict": "n/a",
+                }
+            )
             continue
         if [r["id"] for r in ra["per_example"]] != [r["id"] for r in rb["per_example"]]:
             raise InputError(f"{a} and {b} were evaluated on different examples")
-        d = paired_difference([r[metric] for r in ra["per_example"]], [r[metric] for r in rb["per_example"]],
-                              n_boot=n_boot, seed=seed)
-        rows.append({**row, "status": "ok", "difference": d.mean, "ci_low": d.ci_low, "ci_high": d.ci_high,
-                     "n_used": d.n_used, "verdict": verdict(d.ci_low, d.ci_high)})
+        d = paired_difference(
+            [r[metric] for r in ra["per_example"]], [r[metric] for r in rb["per_example"]], n_boot=n_boot, seed=seed
+        )
+        rows.append(
+            {
+                **row,
+                "status": "ok",
+                "difference": d.mean,
+                "ci_low": d.ci_low,
+                "ci_high": d.ci_high,
+                "n_used": d.n_used,
+                "verdict": verdict(d.ci_low, d.ci_high),
+            }
+        )
     return rows
 
 

@@ -21,12 +21,13 @@ unconstrained :class:`scp.models.value_net.DeepSetsValue` has no such guarantee 
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from scp.core.metrics import aggregate
-from scp.core.shapley import derive_seed
+from scp.core.permutations import derive_seed
 from scp.core.theory import supermodularity_violation_rate
 from scp.errors import InputError
 from scp.models.game import ValueNetGame
@@ -74,12 +75,13 @@ def context_game(net, context, logit: bool = False) -> ValueNetGame:
         A :class:`scp.models.game.ValueNetGame` with one player per unit of the context.
     """
     f64 = float64_network(net, logit)
-    extra = context.extra if f64.n_extra else None
+    extra = context.extra
     return ValueNetGame(f64, context.units, context.query, extra, cache_psi=True)
 
 
-def violation_rates(net, contexts: Sequence, n_samples: int = 1000, seed: int = 0,
-                    tol: float = 1e-9) -> list[dict[str, Any]]:
+def violation_rates(
+    net, contexts: Sequence, n_samples: int = 1000, seed: int = 0, tol: float = 1e-9
+) -> list[dict[str, Any]]:
     """Sampled supermodularity violations of ``net``'s games on each context.
 
     Each context draws ``n_samples`` triples (S, i, j) (a random ordered pair i ≠ j, |S| uniform on 0..n−2, S
@@ -110,12 +112,23 @@ def violation_rates(net, contexts: Sequence, n_samples: int = 1000, seed: int = 
             def value_fn(C, game=game, seen=seen):
                 seen.append(game(C))
                 return seen[-1]
+
             r = supermodularity_violation_rate(value_fn, ctx.n_units, n_samples, seed=ctx_seed, tol=tol)
             values = np.concatenate(seen)
-            rows.append({"context": ctx.id, "n_units": ctx.n_units, "game": game_name, "rate": r.rate,
-                         "n_violations": r.n_violations, "n_samples": r.n_samples, "max_violation": r.max_violation,
-                         "value_min": float(values.min()), "value_max": float(values.max()),
-                         "logit_grand": logit_grand})
+            rows.append(
+                {
+                    "context": ctx.id,
+                    "n_units": ctx.n_units,
+                    "game": game_name,
+                    "rate": r.rate,
+                    "n_violations": r.n_violations,
+                    "n_samples": r.n_samples,
+                    "max_violation": r.max_violation,
+                    "value_min": float(values.min()),
+                    "value_max": float(values.max()),
+                    "logit_grand": logit_grand,
+                }
+            )
     return rows
 
 
@@ -139,8 +152,18 @@ def summarize_rates(rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> 
             continue
         agg = aggregate([r["rate"] for r in sub], n_boot=n_boot, seed=seed)
         n_samples, n_bad = sum(r["n_samples"] for r in sub), sum(r["n_violations"] for r in sub)
-        out.append({"game": game, "n_contexts": len(sub), "n_samples": n_samples, "n_violations": n_bad,
-                    "rate": n_bad / n_samples, "rate_mean": agg.mean, "rate_ci_low": agg.ci_low,
-                    "rate_ci_high": agg.ci_high, "max_violation": max(r["max_violation"] for r in sub),
-                    "share_logit_grand_le_0": float(np.mean([r["logit_grand"] <= 0 for r in sub]))})
+        out.append(
+            {
+                "game": game,
+                "n_contexts": len(sub),
+                "n_samples": n_samples,
+                "n_violations": n_bad,
+                "rate": n_bad / n_samples,
+                "rate_mean": agg.mean,
+                "rate_ci_low": agg.ci_low,
+                "rate_ci_high": agg.ci_high,
+                "max_violation": max(r["max_violation"] for r in sub),
+                "share_logit_grand_le_0": float(np.mean([r["logit_grand"] <= 0 for r in sub])),
+            }
+        )
     return out

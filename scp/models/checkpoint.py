@@ -50,8 +50,16 @@ import torch
 from scp.errors import InputError, SCPError, warn_user
 from scp.io import atomic_open
 
-__all__ = ["CheckpointError", "LegacyCheckpointWarning", "CONTAINER", "SUFFIX", "content_checksum", "save", "load",
-           "convert"]
+__all__ = [
+    "CheckpointError",
+    "LegacyCheckpointWarning",
+    "CONTAINER",
+    "SUFFIX",
+    "content_checksum",
+    "save",
+    "load",
+    "convert",
+]
 
 CONTAINER = "scp-safetensors-v1"
 SUFFIX = ".safetensors"
@@ -70,6 +78,7 @@ class LegacyCheckpointWarning(UserWarning):
 
 
 # ------------------------------------------------------------------------------------------ content checksum
+
 
 def _update(h, obj) -> None:
     if isinstance(obj, torch.Tensor):
@@ -109,8 +118,10 @@ def content_checksum(payload: dict) -> str:
 
 # ------------------------------------------------------------------------------- payload <-> JSON + tensors
 
+
 def _encode(obj, key: str, tensors: dict):
     """``obj`` as JSON-ready data; its tensors go into ``tensors`` under path-like keys."""
+
     def slot(name: str) -> str:
         name, n = name or "tensor", 1
         while name in tensors:
@@ -142,8 +153,11 @@ def _encode(obj, key: str, tensors: dict):
     if isinstance(obj, dict):
         if all(isinstance(k, str) and not k.startswith("$") for k in obj):
             return {k: _encode(v, f"{key}/{k}" if key else k, tensors) for k, v in obj.items()}
-        return {"$items": [[_encode(k, "", {}), _encode(v, f"{key}/{k}" if key else str(k), tensors)]
-                           for k, v in obj.items()]}
+        return {
+            "$items": [
+                [_encode(k, "", {}), _encode(v, f"{key}/{k}" if key else str(k), tensors)] for k, v in obj.items()
+            ]
+        }
     raise TypeError(f"cannot store a {type(obj).__name__} in a checkpoint (at {key or 'the top level'})")
 
 
@@ -157,7 +171,7 @@ def _decode(obj, tensors: dict, used: set):
     if not isinstance(obj, dict):
         return obj  # str, int, float, bool, None
     if len(obj) == 1 and next(iter(obj)).startswith("$"):
-        (tag, value), = obj.items()
+        ((tag, value),) = obj.items()
         if tag in ("$tensor", "$ndarray"):
             if not isinstance(value, str) or value not in tensors:
                 raise ValueError(f"it names a tensor {value!r} that the file does not hold")
@@ -178,6 +192,7 @@ def _decode(obj, tensors: dict, used: set):
 
 
 # ------------------------------------------------------------------------------------------------- writing
+
 
 def _locate_sha(blob: bytes | bytearray, header_end: int, value: str) -> int:
     """Offset of the 64 hex digits of ``scp_sha256`` in the header (exactly one occurrence), or -1."""
@@ -201,7 +216,7 @@ def to_bytes(payload: dict) -> tuple[bytes, str]:
     at = _locate_sha(blob, header_end, _ZERO_SHA)
     if at < 0:
         raise RuntimeError("safetensors wrote a header without exactly one checksum slot")
-    blob[at:at + 64] = hashlib.sha256(blob).hexdigest().encode()
+    blob[at : at + 64] = hashlib.sha256(blob).hexdigest().encode()
     return bytes(blob), checksum
 
 
@@ -214,6 +229,7 @@ def save(payload: dict, path: str | os.PathLike) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- reading
+
 
 def _looks_like_safetensors(head: bytes, size: int) -> bool:
     if size < 10 or len(head) < 9:
@@ -237,8 +253,10 @@ def _verify_content(payload, path: Path, fmt: str | None) -> dict:
     except TypeError as error:
         raise CheckpointError(f"checkpoint {path} holds unexpected content ({error}): {_REDO}") from None
     if actual != payload["checksum"]:
-        raise CheckpointError(f"checkpoint {path} is corrupted: its content does not match the checksum written with "
-                              f"it (damaged or modified since): {_REDO}")
+        raise CheckpointError(
+            f"checkpoint {path} is corrupted: its content does not match the checksum written with "
+            f"it (damaged or modified since): {_REDO}"
+        )
     return payload
 
 
@@ -249,14 +267,16 @@ def _load_safetensors(blob: bytes, path: Path, fmt: str | None) -> dict:
     if n > min(MAX_HEADER, size - 8):
         raise _unreadable(path, f"its header claims {n} bytes, the file has {size - 8} after the length")
     try:
-        header = json.loads(blob[8:8 + n].decode("utf-8"))
+        header = json.loads(blob[8 : 8 + n].decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise _unreadable(path, f"its header is not valid JSON: {str(error)[:120]}") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     if not isinstance(meta, dict) or meta.get("scp_container") != CONTAINER:
         found = meta.get("scp_container") if isinstance(meta, dict) else None
-        raise CheckpointError(f"{path} is a safetensors file but not an SCP checkpoint (container {found!r}, "
-                              f"expected {CONTAINER!r}): {_REDO}")
+        raise CheckpointError(
+            f"{path} is a safetensors file but not an SCP checkpoint (container {found!r}, "
+            f"expected {CONTAINER!r}): {_REDO}"
+        )
     end = 0
     for name, info in header.items():
         if name == "__metadata__":
@@ -274,10 +294,12 @@ def _load_safetensors(blob: bytes, path: Path, fmt: str | None) -> dict:
     h = hashlib.sha256()
     h.update(memoryview(blob)[:at])
     h.update(_ZERO_SHA.encode())
-    h.update(memoryview(blob)[at + 64:])
+    h.update(memoryview(blob)[at + 64 :])
     if h.hexdigest() != claimed:
-        raise CheckpointError(f"checkpoint {path} is corrupted: its bytes do not match the checksum written with it "
-                              f"(damaged or modified since): {_REDO}")
+        raise CheckpointError(
+            f"checkpoint {path} is corrupted: its bytes do not match the checksum written with it "
+            f"(damaged or modified since): {_REDO}"
+        )
     # verified: only now are tensors built and the payload reassembled
     from safetensors.torch import load as st_load
 
@@ -311,8 +333,11 @@ def _legacy_reason(error: Exception) -> str:
             named = f" (such as {found.group(1)})" if found else ""
             return f"it holds objects other than tensors and plain containers{named}, which are never unpickled"
         detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
-        return ("it is a pickle that torch's safe loader cannot read"
-                + (f" ({detail.group(1).strip()[:80]})" if detail else "") + ", and it is never unpickled otherwise")
+        return (
+            "it is a pickle that torch's safe loader cannot read"
+            + (f" ({detail.group(1).strip()[:80]})" if detail else "")
+            + ", and it is never unpickled otherwise"
+        )
     first = re.split(r"(?<=[.;])\s", text.splitlines()[0] if text else "", maxsplit=1)[0].rstrip(".;:")
     return f"it is a damaged or truncated torch file ({type(error).__name__}: {first[:120]})"
 
@@ -327,8 +352,11 @@ def _load_legacy(path: Path, fmt: str | None, warn: bool) -> dict:
         raise CheckpointError(f"checkpoint {path} cannot be read: {_legacy_reason(error)}: {_REDO}") from None
     payload = _verify_content(payload, path, fmt)
     if warn:
-        warn_user(f"checkpoint {path} is in the legacy torch pickle format (read safely with weights_only=True); "
-                  f"convert it once: scp convert-checkpoint {path} {path.with_suffix(SUFFIX)}", LegacyCheckpointWarning)
+        warn_user(
+            f"checkpoint {path} is in the legacy torch pickle format (read safely with weights_only=True); "
+            f"convert it once: scp convert-checkpoint {path} {path.with_suffix(SUFFIX)}",
+            LegacyCheckpointWarning,
+        )
     return payload
 
 
@@ -358,9 +386,11 @@ def load(path: str | os.PathLike, fmt: str | None = None, *, warn_legacy: bool =
         kind = "a zip or pickle file (such as a renamed .pt)" if pickled else "not a safetensors file"
         raise _unreadable(path, f"it is {kind}; a .safetensors checkpoint is never unpickled")
     if not _looks_like_legacy(head):  # a JSONL or text file, random bytes: never handed to torch.load
-        raise CheckpointError(f"{path} is not an SCP checkpoint (neither a safetensors file nor a legacy torch "
-                              f"checkpoint): give the .safetensors file `scp train` wrote, e.g. "
-                              f"models/scp-hotpotqa-best.safetensors")
+        raise CheckpointError(
+            f"{path} is not an SCP checkpoint (neither a safetensors file nor a legacy torch "
+            f"checkpoint): give the .safetensors file `scp train` wrote, e.g. "
+            f"models/scp-hotpotqa-best.safetensors"
+        )
     return _load_legacy(path, fmt, warn_legacy)
 
 
@@ -379,6 +409,8 @@ def convert(old: str | os.PathLike, new: str | os.PathLike, fmt: str | None = No
     checksum = save({k: v for k, v in payload.items() if k != "checksum"}, new)
     back = load(new, fmt)
     if checksum != payload["checksum"] or back["checksum"] != checksum:
-        raise CheckpointError(f"converting {old} to {new} changed its content (checksum {payload['checksum']} became "
-                              f"{back['checksum']}); {new} should not be used")
+        raise CheckpointError(
+            f"converting {old} to {new} changed its content (checksum {payload['checksum']} became "
+            f"{back['checksum']}); {new} should not be used"
+        )
     return checksum

@@ -63,8 +63,11 @@ class TrainConfig:
         for f in dataclasses.fields(self):  # NumPy scalars (a seed from np.arange) become Python values
             if isinstance(getattr(self, f.name), np.generic):
                 setattr(self, f.name, getattr(self, f.name).item())
-        wrong = [f"{f.name} must be of type {f.type}, not {getattr(self, f.name)!r}" for f in dataclasses.fields(self)
-                 if not _config_value_ok(getattr(self, f.name), str(f.type))]
+        wrong = [
+            f"{f.name} must be of type {f.type}, not {getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if not _config_value_ok(getattr(self, f.name), str(f.type))
+        ]
         if wrong:  # before any comparison, which would raise a TypeError of its own
             raise InputError("bad training config: " + "; ".join(wrong))
         self.datasets, self.features = tuple(self.datasets), check_features(self.features)
@@ -80,8 +83,10 @@ class TrainConfig:
         if self.unit_repr not in ("sentence", "title"):
             problems.append(f"unit_repr must be 'sentence' or 'title', not {self.unit_repr!r}")
         if self.embedder not in EMBEDDERS and "/" not in self.embedder:
-            problems.append(f"unknown embedder {self.embedder!r}: use one of {EMBEDDERS} or a hub name like "
-                            "'sentence-transformers/all-mpnet-base-v2'")
+            problems.append(
+                f"unknown embedder {self.embedder!r}: use one of {EMBEDDERS} or a hub name like "
+                "'sentence-transformers/all-mpnet-base-v2'"
+            )
         if self.model not in MODELS:
             problems.append(f"model must be one of {MODELS}, not {self.model!r}")
         if self.query_mode not in QUERY_MODES:
@@ -113,8 +118,10 @@ class TrainConfig:
         if not self.margin > 0 or not self.lr > 0 or self.weight_decay < 0 or not 0 <= self.warmup < 1:
             problems.append("need margin > 0, lr > 0, weight_decay ≥ 0 and 0 ≤ warmup < 1")
         elif not all(math.isfinite(getattr(self, name)) for name in ("margin", "lr", "weight_decay")):
-            problems.append(f"margin, lr and weight_decay must be finite; got margin={self.margin}, lr={self.lr}, "
-                            f"weight_decay={self.weight_decay}")
+            problems.append(
+                f"margin, lr and weight_decay must be finite; got margin={self.margin}, lr={self.lr}, "
+                f"weight_decay={self.weight_decay}"
+            )
         if not 0 <= self.dropout < 1:
             problems.append(f"dropout must be in [0, 1), got {self.dropout}")
         if problems:
@@ -133,19 +140,53 @@ PRESETS: dict[str, dict] = {
     # "Title: sentence" units, ψ input [s⊙q, s, cos, BM25-z], a small network, a linear skip path beside ρ's MLP,
     # margin 0.05 (Shapley
     # values of ~40 units share v(N) − v(∅) ≤ B = 1, so ε = 0.15 asks for a large share per positive)
-    "best": dict(unit_repr="title", query_mode="product_concat", features=("cos", "bm25z"), hidden=256, latent=128,
-                 skip=True, margin=0.05, epochs=6, n_permutations=20),
+    "best": dict(
+        unit_repr="title",
+        query_mode="product_concat",
+        features=("cos", "bm25z"),
+        hidden=256,
+        latent=128,
+        skip=True,
+        margin=0.05,
+        epochs=6,
+        n_permutations=20,
+    ),
     # the pointwise control: the same inputs and loss, one unit at a time (no set, no Shapley)
-    "pointwise": dict(unit_repr="title", model="pointwise", query_mode="product_concat", features=("cos", "bm25z"),
-                      hidden=256, latent=128, margin=0.05, epochs=6),
+    "pointwise": dict(
+        unit_repr="title",
+        model="pointwise",
+        query_mode="product_concat",
+        features=("cos", "bm25z"),
+        hidden=256,
+        latent=128,
+        margin=0.05,
+        epochs=6,
+    ),
     # the shipped set model (models/scp-hotpotqa-best.safetensors, chosen on validation AUC over 3 seeds in
     # notebook 13):
     # "best" plus the structural features only the whole context can give
-    "structure": dict(unit_repr="title", query_mode="product_concat", features=("cos", "bm25z", *STRUCTURAL),
-                      hidden=256, latent=128, skip=True, margin=0.05, epochs=6, n_permutations=20),
+    "structure": dict(
+        unit_repr="title",
+        query_mode="product_concat",
+        features=("cos", "bm25z", *STRUCTURAL),
+        hidden=256,
+        latent=128,
+        skip=True,
+        margin=0.05,
+        epochs=6,
+        n_permutations=20,
+    ),
     # its matched control (models/pointwise-hotpotqa-best.safetensors)
-    "structure-pointwise": dict(unit_repr="title", model="pointwise", query_mode="product_concat",
-                                features=("cos", "bm25z", *STRUCTURAL), hidden=256, latent=128, margin=0.05, epochs=6),
+    "structure-pointwise": dict(
+        unit_repr="title",
+        model="pointwise",
+        query_mode="product_concat",
+        features=("cos", "bm25z", *STRUCTURAL),
+        hidden=256,
+        latent=128,
+        margin=0.05,
+        epochs=6,
+    ),
 }
 SHIPPED_PRESET = "structure"  # the recipe of models/scp-hotpotqa-best.safetensors
 
@@ -158,8 +199,9 @@ def config_from_preset(preset: str = "paper", **overrides) -> TrainConfig:
     fields = [f.name for f in dataclasses.fields(TrainConfig)]
     unknown = [k for k in overrides if k not in fields]
     if unknown:
-        raise InputError(f"unknown training setting(s) {', '.join(map(repr, unknown))}; TrainConfig has "
-                         f"{', '.join(fields)}")
+        raise InputError(
+            f"unknown training setting(s) {', '.join(map(repr, unknown))}; TrainConfig has {', '.join(fields)}"
+        )
     return TrainConfig(**{**PRESETS[preset], **{k: v for k, v in overrides.items() if v is not None}})
 
 
@@ -173,11 +215,18 @@ def _is_number(value) -> bool:
 
 def _config_value_ok(value, annotation: str) -> bool:
     for kind in (a.strip() for a in annotation.split("|")):
-        if ((kind == "None" and value is None) or (kind == "str" and isinstance(value, str))
-                or (kind == "bool" and isinstance(value, bool)) or (kind == "int" and _is_int(value))
-                or (kind == "float" and _is_number(value))
-                or (kind.startswith("tuple[str") and isinstance(value, (list, tuple))
-                    and all(isinstance(v, str) for v in value))):
+        if (
+            (kind == "None" and value is None)
+            or (kind == "str" and isinstance(value, str))
+            or (kind == "bool" and isinstance(value, bool))
+            or (kind == "int" and _is_int(value))
+            or (kind == "float" and _is_number(value))
+            or (
+                kind.startswith("tuple[str")
+                and isinstance(value, (list, tuple))
+                and all(isinstance(v, str) for v in value)
+            )
+        ):
             return True
     return False
 
@@ -187,8 +236,11 @@ def config_problems(stored: dict) -> list[str]:
     fields = {f.name: str(f.type) for f in dataclasses.fields(TrainConfig)}
     unknown = sorted(k for k in stored if k not in fields)
     problems = [f"its config has unknown setting(s) {', '.join(map(repr, unknown))}"] if unknown else []
-    problems += [f"its config setting {k!r} is {stored[k]!r}, not of type {fields[k]}" for k in stored
-                 if k in fields and not _config_value_ok(stored[k], fields[k])]
+    problems += [
+        f"its config setting {k!r} is {stored[k]!r}, not of type {fields[k]}"
+        for k in stored
+        if k in fields and not _config_value_ok(stored[k], fields[k])
+    ]
     if not problems:
         try:
             TrainConfig(**stored)

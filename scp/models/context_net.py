@@ -5,7 +5,7 @@ masked multi-head attention blocks over every unit of the context C plus one que
 SAB, or ISAB through m learned inducing points, Lee et al. 2019).  The encoder has no positional input, so h is
 permutation-equivariant and v stays a set function of S.  ψ(c | C) depends on C, never on S: it is computed
 once per context, and every coalition of that context is a sum over cached rows — the Monte-Carlo fast path
-(:func:`scp.core.shapley.deepsets_shapley`) and the ψ-caching game are unchanged.
+(:func:`scp.core.fast_path.deepsets_shapley`) and the ψ-caching game are unchanged.
 
 The matched pointwise control (:class:`scp.models.pointwise.ContextPointwise`) is the same encoder with a per-unit head,
 score(c) = MLP(h_c): it sees the same context, but scores units one by one instead of valuing sets.
@@ -28,7 +28,9 @@ class AttentionBlock(nn.Module):
         super().__init__()
         self.norm_q, self.norm_k, self.norm_out = nn.LayerNorm(width), nn.LayerNorm(width), nn.LayerNorm(width)
         self.attn = nn.MultiheadAttention(width, heads, dropout=dropout, batch_first=True)
-        self.ffn = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * width, width))
+        self.ffn = nn.Sequential(
+            nn.Linear(width, 2 * width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(2 * width, width)
+        )
 
     def forward(self, x: torch.Tensor, keys: torch.Tensor, key_padding: torch.Tensor | None) -> torch.Tensor:
         k = self.norm_k(keys)
@@ -44,8 +46,16 @@ class ContextEncoder(nn.Module):
     the tokens attend back to them: O(n·m) instead of O(n²)).
     """
 
-    def __init__(self, d_in: int, d_query: int, width: int = 128, heads: int = 4, layers: int = 1,
-                 n_inducing: int = 0, dropout: float = 0.1):
+    def __init__(
+        self,
+        d_in: int,
+        d_query: int,
+        width: int = 128,
+        heads: int = 4,
+        layers: int = 1,
+        n_inducing: int = 0,
+        dropout: float = 0.1,
+    ):
         super().__init__()
         if width % heads:
             raise InputError(f"width {width} must be divisible by heads {heads}")
@@ -55,7 +65,7 @@ class ContextEncoder(nn.Module):
         self.blocks = nn.ModuleList(AttentionBlock(width, heads, dropout) for _ in range(layers))
         self.n_inducing = n_inducing
         if n_inducing:
-            self.inducing = nn.Parameter(torch.randn(layers, n_inducing, width) / width ** 0.5)
+            self.inducing = nn.Parameter(torch.randn(layers, n_inducing, width) / width**0.5)
             self.pool_blocks = nn.ModuleList(AttentionBlock(width, heads, dropout) for _ in range(layers))
 
     def forward(self, x: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -78,12 +88,27 @@ class ContextDeepSets(DeepSetsValue):
     exactly as :class:`scp.models.value_net.DeepSetsValue`.  The query enters ψ's input (``product_concat`` etc.)
     and as the encoder's query token; ``member`` mode does not apply."""
 
-    def __init__(self, embed_dim: int = 384, hidden: int = 256, latent: int = 128, query_mode: str = "product_concat",
-                 n_extra: int = 0, dropout: float = 0.1, bound: float = 1.0, output: str = "sigmoid",
-                 skip: bool = False, width: int = 128, heads: int = 4, layers: int = 1, n_inducing: int = 0):
+    def __init__(
+        self,
+        embed_dim: int = 384,
+        hidden: int = 256,
+        latent: int = 128,
+        query_mode: str = "product_concat",
+        n_extra: int = 0,
+        dropout: float = 0.1,
+        bound: float = 1.0,
+        output: str = "sigmoid",
+        skip: bool = False,
+        width: int = 128,
+        heads: int = 4,
+        layers: int = 1,
+        n_inducing: int = 0,
+    ):
         if query_mode == "member":
-            raise InputError("ContextDeepSets takes the query as its encoder's query token: use query_mode "
-                             "'product', 'concat' or 'product_concat', not 'member'")
+            raise InputError(
+                "ContextDeepSets takes the query as its encoder's query token: use query_mode "
+                "'product', 'concat' or 'product_concat', not 'member'"
+            )
         super().__init__(embed_dim, hidden, latent, query_mode, n_extra, dropout, bound, output, skip)
         self.encoder = ContextEncoder(self.psi_in, embed_dim, width, heads, layers, n_inducing, dropout)
         self.psi = mlp([width, hidden, latent], dropout)
@@ -91,4 +116,3 @@ class ContextDeepSets(DeepSetsValue):
     def unit_psi(self, units, query, extra, mask) -> torch.Tensor:
         """ψ(c | C) for every unit; ``mask`` excludes padding from the context C."""
         return self.psi(self.encoder(self.psi_input(units, query, extra), query, mask))
-

@@ -4,7 +4,7 @@ checkpoint's checksums, entries, config and weights before building the network 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -16,24 +16,35 @@ from scp.models.context_net import ContextDeepSets
 from scp.models.pointwise import ContextPointwise, PointwiseScorer
 from scp.models.value_net import ConvexDeepSets, DeepSetsValue
 
-CHECKPOINT_FORMAT = "scp-checkpoint-v2"  # v2: content checksum verified on load; a safetensors file (scp.models.checkpoint)
+CHECKPOINT_FORMAT = (
+    "scp-checkpoint-v2"  # v2: content checksum verified on load; a safetensors file (scp.models.checkpoint)
+)
 
 
 def build_model(config: TrainConfig, embed_dim: int) -> nn.Module:
-    common = dict(embed_dim=embed_dim, query_mode=config.query_mode, n_extra=len(config.features),
-                  dropout=config.dropout)
+    common = dict(
+        embed_dim=embed_dim, query_mode=config.query_mode, n_extra=len(config.features), dropout=config.dropout
+    )
     encoder = dict(width=config.width, heads=config.heads, layers=config.layers, n_inducing=config.n_inducing)
     if config.model == "pointwise":
         return PointwiseScorer(hidden=config.hidden, **common)
     if config.model == "context-pointwise":
         return ContextPointwise(hidden=config.hidden, **common, **encoder)
     if config.model == "context":
-        return ContextDeepSets(hidden=config.hidden, latent=config.latent, bound=config.bound, output=config.output,
-                               skip=config.skip, **common, **encoder)
+        return ContextDeepSets(
+            hidden=config.hidden,
+            latent=config.latent,
+            bound=config.bound,
+            output=config.output,
+            skip=config.skip,
+            **common,
+            **encoder,
+        )
     if config.model == "convex":
         return ConvexDeepSets(hidden=config.hidden, latent=config.latent, bound=config.bound, **common)
-    return DeepSetsValue(hidden=config.hidden, latent=config.latent, bound=config.bound, output=config.output,
-                         skip=config.skip, **common)
+    return DeepSetsValue(
+        hidden=config.hidden, latent=config.latent, bound=config.bound, output=config.output, skip=config.skip, **common
+    )
 
 
 def load_checkpoint(path: str | os.PathLike, embedder_id: str | None = None, embed_dim: int | None = None):
@@ -59,10 +70,16 @@ def _is_ci(value) -> bool:
 
 
 def _is_history(value) -> bool:
-    row = {"epoch": _is_int, "train_loss": _is_number, "val_auc": _is_number, "val_auc_ci": _is_ci,
-           "seconds": _is_number}
-    return isinstance(value, list) and all(isinstance(h, dict) and all(k in h and ok(h[k]) for k, ok in row.items())
-                                           for h in value)
+    row = {
+        "epoch": _is_int,
+        "train_loss": _is_number,
+        "val_auc": _is_number,
+        "val_auc_ci": _is_ci,
+        "seconds": _is_number,
+    }
+    return isinstance(value, list) and all(
+        isinstance(h, dict) and all(k in h and ok(h[k]) for k, ok in row.items()) for h in value
+    )
 
 
 def _is_rng(value) -> bool:
@@ -81,34 +98,56 @@ ENTRIES = {
     "n_params": (lambda v: _is_int(v) and v >= 0, "an integer ≥ 0"),
     "environment": (lambda v: isinstance(v, dict), "a dict"),
     "inputs_fingerprint": (lambda v: isinstance(v, str), "a string"),
-    "weights": (lambda v: isinstance(v, dict) and bool(v) and all(isinstance(k, str) and isinstance(t, torch.Tensor)
-                                                               for k, t in v.items()),
-                "a non-empty dict of named tensors"),
+    "weights": (
+        lambda v: (
+            isinstance(v, dict)
+            and bool(v)
+            and all(isinstance(k, str) and isinstance(t, torch.Tensor) for k, t in v.items())
+        ),
+        "a non-empty dict of named tensors",
+    ),
     "weights_fingerprint": (lambda v: isinstance(v, str), "a string"),
-    "val_metrics": (lambda v: isinstance(v, dict) and _is_number(v.get("auc")) and _is_ci(v.get("auc_ci")),
-                    "a dict with a numeric auc and a two-number auc_ci"),
+    "val_metrics": (
+        lambda v: isinstance(v, dict) and _is_number(v.get("auc")) and _is_ci(v.get("auc_ci")),
+        "a dict with a numeric auc and a two-number auc_ci",
+    ),
     "epoch": (lambda v: _is_int(v) and v >= 1, "an integer ≥ 1"),
     "history": (_is_history, "a list of per-epoch dicts (epoch, train_loss, val_auc, val_auc_ci, seconds)"),
-    "optimizer": (lambda v: isinstance(v, dict) and isinstance(v.get("state"), dict)
-                  and isinstance(v.get("param_groups"), list), "an optimizer state dict (state, param_groups)"),
+    "optimizer": (
+        lambda v: isinstance(v, dict) and isinstance(v.get("state"), dict) and isinstance(v.get("param_groups"), list),
+        "an optimizer state dict (state, param_groups)",
+    ),
     "scheduler": (lambda v: isinstance(v, dict), "a scheduler state dict"),
     "torch_rng": (_is_rng, "a 1-d uint8 tensor"),
-    "cuda_rng": (lambda v: v is None or (isinstance(v, list) and all(_is_rng(t) for t in v)),
-                 "None or a list of 1-d uint8 tensors"),
+    "cuda_rng": (
+        lambda v: v is None or (isinstance(v, list) and all(_is_rng(t) for t in v)),
+        "None or a list of 1-d uint8 tensors",
+    ),
     "best_val_auc": (_is_number, "a number"),
     "seconds": (lambda v: _is_number(v) and v >= 0, "a number ≥ 0"),
 }
 MODEL_ENTRIES = ("format", "config", "embedder_id", "embed_dim", "weights")  # what load_checkpoint needs
-RESUME_ENTRIES = MODEL_ENTRIES + ("data_hash", "epoch", "history", "optimizer", "scheduler", "torch_rng",
-                                  "best_val_auc", "seconds")  # what resuming from last.safetensors needs
+RESUME_ENTRIES = MODEL_ENTRIES + (
+    "data_hash",
+    "epoch",
+    "history",
+    "optimizer",
+    "scheduler",
+    "torch_rng",
+    "best_val_auc",
+    "seconds",
+)  # what resuming from last.safetensors needs
 
 
 def checkpoint_problems(ckpt: dict, require: Sequence[str] = MODEL_ENTRIES) -> list[str]:
     """What is missing from or malformed in a checkpoint's payload: every entry of ``require`` must be there,
     and every entry of :data:`ENTRIES` that is there must have its type (unknown entries are left alone)."""
     problems = [f"it has no {k!r} entry" for k in require if k not in ckpt]
-    problems += [f"its {k!r} entry is not {what} (found {type(ckpt[k]).__name__})"
-                 for k, (ok, what) in ENTRIES.items() if k in ckpt and not ok(ckpt[k])]
+    problems += [
+        f"its {k!r} entry is not {what} (found {type(ckpt[k]).__name__})"
+        for k, (ok, what) in ENTRIES.items()
+        if k in ckpt and not ok(ckpt[k])
+    ]
     if isinstance(ckpt.get("config"), dict) and all(isinstance(k, str) for k in ckpt["config"]):
         problems += config_problems(ckpt["config"])
     return problems
@@ -120,8 +159,10 @@ def read_checkpoint(path: str | os.PathLike, require: Sequence[str] = MODEL_ENTR
     ckpt = checkpoint.load(path, CHECKPOINT_FORMAT)
     problems = checkpoint_problems(ckpt, require)
     if problems:
-        raise checkpoint.CheckpointError(f"checkpoint {path} is malformed: {'; '.join(problems)}; it was not written "
-                                         "by this version of `scp train`: retrain it or restore a good copy")
+        raise checkpoint.CheckpointError(
+            f"checkpoint {path} is malformed: {'; '.join(problems)}; it was not written "
+            "by this version of `scp train`: retrain it or restore a good copy"
+        )
     return ckpt
 
 
@@ -146,13 +187,16 @@ def load_weights(model: nn.Module, weights: dict, path) -> None:
         elif got.is_floating_point() and not bool(torch.isfinite(got).all()):
             problems.append(f"weight {key} holds NaN or infinite values")
     if problems:
-        raise checkpoint.CheckpointError(f"checkpoint {path} does not fit the network its config describes: "
-                                         f"{'; '.join(problems[:6])}: retrain it or restore a good copy")
+        raise checkpoint.CheckpointError(
+            f"checkpoint {path} does not fit the network its config describes: "
+            f"{'; '.join(problems[:6])}: retrain it or restore a good copy"
+        )
     try:
         model.load_state_dict(weights)
     except (RuntimeError, ValueError, TypeError, KeyError) as error:
-        raise checkpoint.CheckpointError(f"checkpoint {path}: its weights cannot be loaded "
-                                         f"({' '.join(str(error).split())[:200]})") from None
+        raise checkpoint.CheckpointError(
+            f"checkpoint {path}: its weights cannot be loaded ({' '.join(str(error).split())[:200]})"
+        ) from None
 
 
 def weights_fingerprint(model: nn.Module) -> str:

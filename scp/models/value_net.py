@@ -17,38 +17,11 @@ import math
 import torch
 from torch import nn
 
+from scp.core.fast_path import check_inputs
 from scp.errors import InputError
 
 QUERY_MODES = ("member", "product", "concat", "product_concat")
 OUTPUTS = ("sigmoid", "clip")
-
-
-def check_inputs(units: torch.Tensor, query: torch.Tensor, mask: torch.Tensor | None,
-                 extra: torch.Tensor | None, embed_dim: int | None = None, n_extra: int | None = None) -> None:
-    """Raise a clear error for malformed value-network inputs."""
-    if units.ndim != 3:
-        raise InputError(f"units must be (batch, n_units, dim); got shape {tuple(units.shape)}")
-    b, n, d = units.shape
-    if n == 0:
-        raise InputError("empty context: a value network needs at least one unit")
-    if embed_dim is not None and d != embed_dim:
-        raise InputError(f"unit embeddings have dimension {d}, the network expects {embed_dim}")
-    if query.shape != (b, d):
-        raise InputError(f"query must be (batch, dim) = ({b}, {d}); got {tuple(query.shape)}")
-    if not torch.isfinite(units).all():
-        raise InputError("unit embeddings contain NaN or inf")
-    if not torch.isfinite(query).all():
-        raise InputError("query embedding contains NaN or inf")
-    if mask is not None and mask.shape != (b, n):
-        raise InputError(f"mask must be (batch, n_units) = ({b}, {n}); got {tuple(mask.shape)}")
-    if extra is not None:
-        if extra.ndim != 3 or extra.shape[:2] != (b, n):
-            raise InputError(f"extra features must be (batch, n_units, n_extra); got {tuple(extra.shape)}")
-        if not torch.isfinite(extra).all():
-            raise InputError("extra unit features contain NaN or inf")
-    e = 0 if extra is None else extra.shape[2]
-    if n_extra is not None and e != n_extra:
-        raise InputError(f"the network expects {n_extra} extra features per unit; got {e}")
 
 
 def mlp(sizes: list[int], dropout: float, layer_norm: bool = True) -> nn.Sequential:
@@ -85,11 +58,16 @@ class SetValueNet(nn.Module):
         return base + self.n_extra
 
     def psi_input(self, units: torch.Tensor, query: torch.Tensor, extra: torch.Tensor | None) -> torch.Tensor:
+        """ψ's input per unit: the query mode's combination of unit and query, then the extra features (an
+        ``extra`` of width 0, what a context without features carries, is the same as none)."""
         q = query[:, None, :].expand_as(units)
-        x = {"member": lambda: units, "product": lambda: units * q,
-             "concat": lambda: torch.cat([units, q], -1),
-             "product_concat": lambda: torch.cat([units * q, units], -1)}[self.query_mode]()
-        return x if extra is None else torch.cat([x, extra.to(x.dtype)], -1)
+        x = {
+            "member": lambda: units,
+            "product": lambda: units * q,
+            "concat": lambda: torch.cat([units, q], -1),
+            "product_concat": lambda: torch.cat([units * q, units], -1),
+        }[self.query_mode]()
+        return x if extra is None or extra.shape[-1] == 0 else torch.cat([x, extra.to(x.dtype)], -1)
 
     def encode(self, units, query, extra=None, mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         """ψ of every unit (b, n, L) and the pooled base term (b, L): ψ(query) in member mode, else 0.
@@ -106,8 +84,10 @@ class SetValueNet(nn.Module):
             base = h.new_zeros(h.shape[0], h.shape[-1])
         if not (torch.isfinite(h).all() and torch.isfinite(base).all()):
             scale = max(units.detach().abs().max().item(), query.detach().abs().max().item())
-            raise InputError(f"the value network overflowed: ψ is not finite for inputs of magnitude up to {scale:.3g} "
-                             f"in {h.dtype}; embeddings must be on the scale the network was trained on (e.g. unit norm)")
+            raise InputError(
+                f"the value network overflowed: ψ is not finite for inputs of magnitude up to {scale:.3g} "
+                f"in {h.dtype}; embeddings must be on the scale the network was trained on (e.g. unit norm)"
+            )
         return h, base
 
     def unit_psi(self, units, query, extra, mask) -> torch.Tensor:
@@ -146,9 +126,18 @@ class DeepSetsValue(SetValueNet):
     W₁(base + Σ_S ψ) + b₁ = (W₁ base + b₁) + Σ_S W₁ψ — the Monte-Carlo fast path uses this identity.
     """
 
-    def __init__(self, embed_dim: int = 384, hidden: int = 1024, latent: int = 512, query_mode: str = "member",
-                 n_extra: int = 0, dropout: float = 0.1, bound: float = 1.0, output: str = "sigmoid",
-                 skip: bool = False):
+    def __init__(
+        self,
+        embed_dim: int = 384,
+        hidden: int = 1024,
+        latent: int = 512,
+        query_mode: str = "member",
+        n_extra: int = 0,
+        dropout: float = 0.1,
+        bound: float = 1.0,
+        output: str = "sigmoid",
+        skip: bool = False,
+    ):
         super().__init__(embed_dim, query_mode, n_extra, bound, output)
         self.psi = mlp([self.psi_in, hidden, hidden, latent], dropout)
         self.rho = mlp([latent, hidden, latent, 1], dropout)
@@ -188,8 +177,16 @@ class ConvexDeepSets(SetValueNet):
     (ψ is unconstrained), so the guarantee holds for every query.
     """
 
-    def __init__(self, embed_dim: int = 384, hidden: int = 1024, latent: int = 512, query_mode: str = "product",
-                 n_extra: int = 0, dropout: float = 0.1, bound: float = 1.0):
+    def __init__(
+        self,
+        embed_dim: int = 384,
+        hidden: int = 1024,
+        latent: int = 512,
+        query_mode: str = "product",
+        n_extra: int = 0,
+        dropout: float = 0.1,
+        bound: float = 1.0,
+    ):
         super().__init__(embed_dim, query_mode, n_extra, bound)
         self.psi = nn.Sequential(mlp([self.psi_in, hidden, latent], dropout), nn.Softplus())
         self.z_to_h1 = nn.Linear(latent, hidden)

@@ -1,3 +1,4 @@
 """Pruning contexts: the `ShapleyPruner` API, the pruned result, corpus pruning (locally or
-on Ray), the ranker registry and baseline rankers, evaluation on labelled contexts and model cards.
+on Ray), the method registry (names, labels, figure styles, constructors) and the baseline rankers,
+evaluation on labelled contexts and model cards.
 """

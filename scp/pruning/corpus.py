@@ -44,6 +44,7 @@ summation order), so it is not used: the scores equal ``ShapleyPruner.prune`` on
 depend, in the last bits, on the torch thread count: a Ray run writes the same file as a local run that uses as
 many threads as each Ray worker has CPUs.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -55,10 +56,11 @@ import re
 import stat
 import time
 from collections import deque
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -70,8 +72,17 @@ from scp.io import atomic_open, file_above
 from scp.pruning.pruner import MAX_UNITS
 from scp.pruning.result import PruneResult
 
-__all__ = ["Record", "BatchSummary", "parse_line", "result_line", "error_line", "prune_record", "prune_jsonl",
-           "prune_jsonl_ray", "is_stream"]
+__all__ = [
+    "Record",
+    "BatchSummary",
+    "parse_line",
+    "result_line",
+    "error_line",
+    "prune_record",
+    "prune_jsonl",
+    "prune_jsonl_ray",
+    "is_stream",
+]
 
 RAY_MISSING = "--ray needs Ray, which is not installed: pip install 'scp[ray]' (or pip install 'ray[data]')"
 
@@ -118,12 +129,15 @@ class BatchSummary:
         if self.streamed:
             parts.append("streamed (no resume)")
         if not self.complete:
-            parts.append(f"{self.total - self.already_done - self.written} still to do"
-                         + ("" if self.streamed else " (rerun to resume)"))
+            parts.append(
+                f"{self.total - self.already_done - self.written} still to do"
+                + ("" if self.streamed else " (rerun to resume)")
+            )
         return "; ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------- records
+
 
 def _str_list(value: Any, name: str) -> list[str]:
     if not isinstance(value, list):
@@ -199,11 +213,20 @@ def id_key(rid: Any) -> str:
 
 def result_line(rid: str | int, result: PruneResult) -> str:
     """The output line of a pruned record (no newline)."""
-    return json.dumps({"id": rid, "kept_indices": list(result.kept_indices),
-                       "removed_indices": list(result.removed_indices), "scores": list(result.scores),
-                       "kept_text": result.kept_text, "tokens_before": result.original_tokens,
-                       "tokens_after": result.kept_tokens, "ratio": result.token_ratio},
-                      ensure_ascii=False, allow_nan=False)
+    return json.dumps(
+        {
+            "id": rid,
+            "kept_indices": list(result.kept_indices),
+            "removed_indices": list(result.removed_indices),
+            "scores": list(result.scores),
+            "kept_text": result.kept_text,
+            "tokens_before": result.original_tokens,
+            "tokens_after": result.kept_tokens,
+            "ratio": result.token_ratio,
+        },
+        ensure_ascii=False,
+        allow_nan=False,
+    )
 
 
 def error_line(rid: str | int, message: str) -> str:
@@ -215,8 +238,12 @@ def prune_record(pruner, record: Record, criterion: dict) -> tuple[str, str | No
     if record.error is not None:
         return error_line(record.id, f"line {record.line}: {record.error}"), record.error
     try:
-        result = pruner.prune(record.question, record.context if isinstance(record.context, str)
-                              else list(record.context), titles=record.titles, **criterion)
+        result = pruner.prune(
+            record.question,
+            record.context if isinstance(record.context, str) else list(record.context),
+            titles=record.titles,
+            **criterion,
+        )
     except ValueError as error:  # content the pruner refuses; anything else is a bug and propagates
         message = " ".join(str(error).split())
         return error_line(record.id, f"line {record.line}: {message}"), message
@@ -224,6 +251,7 @@ def prune_record(pruner, record: Record, criterion: dict) -> tuple[str, str | No
 
 
 # ----------------------------------------------------------------------------------------------- files
+
 
 def _input_lines(f: IO[bytes], first_line: int = 1, count: int | None = None) -> Iterator[tuple[int, int, bytes]]:
     """(line number, byte offset, bytes) of the non-blank lines of a binary file from its current position
@@ -279,12 +307,16 @@ def _scan(path: Path, skip_bad: bool, max_units: int) -> _Scan:
                 record = parse_line(raw, line, max_units)
                 key = id_key(record.id)
                 if key in scan.index:
-                    raise DataFormatError(f"{path} line {line}: id {record.id!r} repeats the id of line "
-                                          f"{scan.records[scan.index[key]].line}; ids must be unique (resuming relies "
-                                          "on them)")
+                    raise DataFormatError(
+                        f"{path} line {line}: id {record.id!r} repeats the id of line "
+                        f"{scan.records[scan.index[key]].line}; ids must be unique (resuming relies "
+                        "on them)"
+                    )
                 if record.error is not None and not skip_bad:
-                    raise DataFormatError(f"{path} line {line}: {record.error} (nothing was pruned in this run; fix "
-                                          "the record, or pass --skip-bad to write an error record for it and go on)")
+                    raise DataFormatError(
+                        f"{path} line {line}: {record.error} (nothing was pruned in this run; fix "
+                        "the record, or pass --skip-bad to write an error record for it and go on)"
+                    )
                 scan.index[key] = len(scan.records)
                 scan.records.append(_Entry(line, offset, record.id, key, _digest(raw), record.error))
             offset += len(raw)
@@ -308,8 +340,16 @@ def _chunks(scan: _Scan, pending: list[int], chunk_records: int) -> list[tuple[i
 
 
 _STD_STREAM = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/(self|\d+)/fd/\d+")
-_RECORD_KEYS = ("id", "kept_indices", "removed_indices", "scores", "kept_text", "tokens_before", "tokens_after",
-                "ratio")
+_RECORD_KEYS = (
+    "id",
+    "kept_indices",
+    "removed_indices",
+    "scores",
+    "kept_text",
+    "tokens_before",
+    "tokens_after",
+    "ratio",
+)
 _RUN_KEYS = ("weights", "embedder", "estimator", "n_permutations", "antithetic", "seed", "criterion")
 _LEAVE = "scp prune leaves it as it is: give another output, or delete it to start over"
 
@@ -389,7 +429,7 @@ class _Output:
         self.dropped_partial_line = False
 
     # -- reading
-    def __enter__(self) -> "_Output":
+    def __enter__(self) -> _Output:
         if self.stream or not self.path.exists():
             return self
         self.old = open(self.path, "rb")
@@ -409,18 +449,26 @@ class _Output:
 
     def _read(self) -> None:
         if not self.settings_path.is_file():
-            raise SCPError(f"{self.path} exists and is not an output of scp prune (there is no settings file "
-                           f"{self.settings_path.name} beside it); {_LEAVE}")
+            raise SCPError(
+                f"{self.path} exists and is not an output of scp prune (there is no settings file "
+                f"{self.settings_path.name} beside it); {_LEAVE}"
+            )
         try:
             stored = json.loads(self.settings_path.read_bytes())
-            ok = (isinstance(stored, dict) and all(k in stored for k in _RUN_KEYS + ("input", "records"))
-                  and isinstance(stored["input"], dict) and {"path", "size", "sha256"} <= stored["input"].keys())
+            ok = (
+                isinstance(stored, dict)
+                and all(k in stored for k in _RUN_KEYS + ("input", "records"))
+                and isinstance(stored["input"], dict)
+                and {"path", "size", "sha256"} <= stored["input"].keys()
+            )
         except (OSError, ValueError, TypeError):
             ok = False
         if not ok:
-            raise SCPError(f"{self.settings_path} is not a settings file this version of scp prune writes "
-                           f"(unreadable, or from an older version that did not record the input), so {self.path} "
-                           f"cannot be resumed safely; {_LEAVE}")
+            raise SCPError(
+                f"{self.settings_path} is not a settings file this version of scp prune writes "
+                f"(unreadable, or from an older version that did not record the input), so {self.path} "
+                f"cannot be resumed safely; {_LEAVE}"
+            )
         self.stored, seen, offset = stored, set(), 0
         for number, raw in enumerate(self.old, 1):
             if not raw.endswith(b"\n"):
@@ -428,8 +476,11 @@ class _Output:
             parsed = _output_line(raw)
             key = None if parsed is None else id_key(parsed[0])
             if key is None or key in seen:
-                raise DataFormatError(f"{self.path} line {number} is not a record written by scp prune"
-                                      + ("" if key is None else " (its id repeats an earlier line's)") + f"; {_LEAVE}")
+                raise DataFormatError(
+                    f"{self.path} line {number} is not a record written by scp prune"
+                    + ("" if key is None else " (its id repeats an earlier line's)")
+                    + f"; {_LEAVE}"
+                )
             seen.add(key)
             self.lines.append((key, parsed[1], offset, len(raw)))
             offset += len(raw)
@@ -446,29 +497,37 @@ class _Output:
         old = self.stored["input"]
         same = (old["size"], old["sha256"]) == (scan.size, scan.sha256)
         if not same and old["path"] != scan.identity()["path"]:
-            raise SCPError(f"{self.path} holds the records of another input: it was started from {old['path']} "
-                           f"({old['size']} bytes, sha256 {str(old['sha256'])[:16]}…), this run reads "
-                           f"{scan.path.resolve()} ({scan.size} bytes, sha256 {scan.sha256[:16]}…); rerun with that "
-                           "input to resume, or write to another output")
+            raise SCPError(
+                f"{self.path} holds the records of another input: it was started from {old['path']} "
+                f"({old['size']} bytes, sha256 {str(old['sha256'])[:16]}…), this run reads "
+                f"{scan.path.resolve()} ({scan.size} bytes, sha256 {scan.sha256[:16]}…); rerun with that "
+                "input to resume, or write to another output"
+            )
         digests = {}
         if not same:
             try:
                 digests = {id_key(rid): digest for rid, digest in self.stored["records"]}
             except (TypeError, ValueError):
-                raise SCPError(f"{self.settings_path} is damaged (its 'records' list), so {self.path} cannot be "
-                               f"resumed safely; {_LEAVE}") from None
+                raise SCPError(
+                    f"{self.settings_path} is damaged (its 'records' list), so {self.path} cannot be "
+                    f"resumed safely; {_LEAVE}"
+                ) from None
         info = []  # (position in the input or None, kept) of each line
         for key, error, _, _ in self.lines:
             pos = scan.index.get(key)
             if not error:
                 if pos is None:
-                    raise SCPError(f"{scan.path} no longer holds the record with id {json.loads(key)!r} that "
-                                   f"{self.path} has a pruned line for; restore it, or write to another output")
+                    raise SCPError(
+                        f"{scan.path} no longer holds the record with id {json.loads(key)!r} that "
+                        f"{self.path} has a pruned line for; restore it, or write to another output"
+                    )
                 entry = scan.records[pos]
                 if not same and digests.get(key) != entry.digest:
-                    raise SCPError(f"{scan.path} line {entry.line}: the record with id {entry.id!r} changed since it "
-                                   f"was pruned into {self.path} (only records that failed may change between runs: "
-                                   "they are retried); restore it, or write to another output")
+                    raise SCPError(
+                        f"{scan.path} line {entry.line}: the record with id {entry.id!r} changed since it "
+                        f"was pruned into {self.path} (only records that failed may change between runs: "
+                        "they are retried); restore it, or write to another output"
+                    )
             info.append((pos, not error))
         self.retried = sum(1 for pos, kept in info if not kept and pos is not None)
         kept = sorted((pos, offset, length) for (pos, ok), (_, _, offset, length) in zip(info, self.lines) if ok)
@@ -489,14 +548,19 @@ class _Output:
         """Refuse to resume records written with other settings (nothing is written yet)."""
         if self.stream:
             return
-        self.new_settings = {**settings, "input": self.scan.identity(),
-                             "records": [[entry.id, entry.digest] for entry in self.scan.records]}
+        self.new_settings = {
+            **settings,
+            "input": self.scan.identity(),
+            "records": [[entry.id, entry.digest] for entry in self.scan.records],
+        }
         if self.lines:
             changed = {k: (self.stored.get(k), v) for k, v in settings.items() if self.stored.get(k) != v}
             if changed:
                 what = ", ".join(f"{k} {old!r} → {new!r}" for k, (old, new) in changed.items())
-                raise SCPError(f"{self.path} was written with other settings ({what}); rerun with the same "
-                               "settings to resume, or write to another output")
+                raise SCPError(
+                    f"{self.path} was written with other settings ({what}); rerun with the same "
+                    "settings to resume, or write to another output"
+                )
 
     # -- writing
     def _save_settings(self) -> None:
@@ -515,8 +579,9 @@ class _Output:
                     raise SCPError(f"{self.path} is being written by another job (it appeared during this run)")
                 self._save_settings()
                 try:
-                    self.f = os.fdopen(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o666),
-                                       "ab")
+                    self.f = os.fdopen(
+                        os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o666), "ab"
+                    )
                     fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BaseException:
                     self.settings_path.unlink(missing_ok=True)
@@ -597,25 +662,37 @@ class _Output:
 
 # ------------------------------------------------------------------------------------------ settings
 
-def _criterion(keep_ratio: float | None, top_k: int | None, token_budget: int | None, n_permutations: int,
-               seed: int) -> dict:
+
+def _criterion(
+    keep_ratio: float | None, top_k: int | None, token_budget: int | None, n_permutations: int, seed: int
+) -> dict:
     """The one pruning criterion given, as keyword arguments of ``prune``, after checking the run's settings."""
     check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
         raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(f"seed must be a non-negative integer; got {seed!r}")
-    return {k: v.item() if isinstance(v, np.generic) else v  # plain Python numbers, as written to the settings
-            for k, v in dict(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget).items() if v is not None}
+    return {
+        k: v.item() if isinstance(v, np.generic) else v  # plain Python numbers, as written to the settings
+        for k, v in dict(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget).items()
+        if v is not None
+    }
 
 
-def _settings(model, embedder_id: str, estimator: str, n_permutations: int, antithetic: bool, seed: int | None,
-              criterion: dict) -> dict:
+def _settings(
+    model, embedder_id: str, estimator: str, n_permutations: int, antithetic: bool, seed: int | None, criterion: dict
+) -> dict:
     from scp.models.factory import weights_fingerprint
 
-    return {"weights": weights_fingerprint(model), "embedder": embedder_id, "estimator": estimator,
-            "n_permutations": n_permutations, "antithetic": antithetic, "seed": seed,
-            "criterion": check_criterion(**criterion)}
+    return {
+        "weights": weights_fingerprint(model),
+        "embedder": embedder_id,
+        "estimator": estimator,
+        "n_permutations": n_permutations,
+        "antithetic": antithetic,
+        "seed": seed,
+        "criterion": check_criterion(**criterion),
+    }
 
 
 def _paths(input_path, output_path) -> tuple[Path, Path, bool]:
@@ -638,7 +715,7 @@ def _paths(input_path, output_path) -> tuple[Path, Path, bool]:
     return src, dst, stream
 
 
-def _prepare(out: _Output, src: Path, skip_bad: bool, max_units: int, summary: "BatchSummary") -> tuple[_Scan, list]:
+def _prepare(out: _Output, src: Path, skip_bad: bool, max_units: int, summary: BatchSummary) -> tuple[_Scan, list]:
     scan = _scan(src, skip_bad, max_units)  # bad input: before any loading, and before the output is touched
     pending = out.plan(scan)
     summary.total, summary.already_done, summary.retried = len(scan.records), out.kept, out.retried
@@ -648,10 +725,23 @@ def _prepare(out: _Output, src: Path, skip_bad: bool, max_units: int, summary: "
 
 # ------------------------------------------------------------------------------------------------ local
 
-def prune_jsonl(input_path, output_path, *, checkpoint=None, pruner=None, keep_ratio: float | None = None,
-                top_k: int | None = None, token_budget: int | None = None, n_permutations: int = 50,
-                seed: int = 0, skip_bad: bool = False, progress: bool = True, max_records: int | None = None,
-                cache_dir=None) -> BatchSummary:
+
+def prune_jsonl(
+    input_path,
+    output_path,
+    *,
+    checkpoint=None,
+    pruner=None,
+    keep_ratio: float | None = None,
+    top_k: int | None = None,
+    token_budget: int | None = None,
+    n_permutations: int = 50,
+    seed: int = 0,
+    skip_bad: bool = False,
+    progress: bool = True,
+    max_records: int | None = None,
+    cache_dir=None,
+) -> BatchSummary:
     """Prune every record of ``input_path`` into ``output_path`` in this process (see the module docstring).
 
     Give ``checkpoint`` (loaded with ``n_permutations``, ``seed`` and ``cache_dir``) or a ready ``pruner`` (its
@@ -669,12 +759,24 @@ def prune_jsonl(input_path, output_path, *, checkpoint=None, pruner=None, keep_r
         if pruner is None:
             from scp.pruning.pruner import ShapleyPruner
 
-            pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
-                                                   seed=seed)
-        out.check_settings(_settings(pruner.model, pruner.embedder.id, pruner.estimator, pruner.n_permutations,
-                                     pruner.antithetic, pruner.seed, criterion))
-        with open(src, "rb") as f, tqdm(total=len(pending), desc="scp prune", unit="record",
-                                         disable=not progress) as bar:
+            pruner = ShapleyPruner.from_checkpoint(
+                checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed
+            )
+        out.check_settings(
+            _settings(
+                pruner.model,
+                pruner.embedder.id,
+                pruner.estimator,
+                pruner.n_permutations,
+                pruner.antithetic,
+                pruner.seed,
+                criterion,
+            )
+        )
+        with (
+            open(src, "rb") as f,
+            tqdm(total=len(pending), desc="scp prune", unit="record", disable=not progress) as bar,
+        ):
             for pos in pending:
                 if max_records is not None and summary.written >= max_records:
                     break
@@ -682,9 +784,11 @@ def prune_jsonl(input_path, output_path, *, checkpoint=None, pruner=None, keep_r
                 f.seek(entry.offset)
                 output, error = prune_record(pruner, parse_line(f.readline(), entry.line, max_units), criterion)
                 if error is not None and not skip_bad:
-                    raise DataFormatError(f"{src} line {entry.line}: {error} ({summary.written} records written "
-                                          f"before it to {dst}; fix the record and rerun to resume, or pass "
-                                          "--skip-bad)")
+                    raise DataFormatError(
+                        f"{src} line {entry.line}: {error} ({summary.written} records written "
+                        f"before it to {dst}; fix the record and rerun to resume, or pass "
+                        "--skip-bad)"
+                    )
                 out.write(pos, output)
                 summary.written += 1
                 summary.errors += error is not None
@@ -697,18 +801,33 @@ def prune_jsonl(input_path, output_path, *, checkpoint=None, pruner=None, keep_r
 
 # -------------------------------------------------------------------------------------------------- Ray
 
+
 class RayPruneWorker:
     """A Ray Data actor: loads the pruner once, then prunes chunks of input lines (offset, first line, count)."""
 
-    def __init__(self, checkpoint: str, input_path: str, criterion: dict, n_permutations: int, seed: int,
-                 cache_dir: str | None, use_gpu: bool, threads: int):
+    def __init__(
+        self,
+        checkpoint: str,
+        input_path: str,
+        criterion: dict,
+        n_permutations: int,
+        seed: int,
+        cache_dir: str | None,
+        use_gpu: bool,
+        threads: int,
+    ):
         import torch
 
         from scp.pruning.pruner import ShapleyPruner
 
         torch.set_num_threads(max(1, threads))
-        self.pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
-                                                    seed=seed, device="cuda" if use_gpu else None)
+        self.pruner = ShapleyPruner.from_checkpoint(
+            checkpoint,
+            cache_dir=cache_dir,
+            n_permutations=n_permutations,
+            seed=seed,
+            device="cuda" if use_gpu else None,
+        )
         self.input_path, self.criterion = input_path, criterion
 
     def __call__(self, batch: dict) -> dict:
@@ -717,8 +836,9 @@ class RayPruneWorker:
             for offset, first, count in zip(batch["offset"], batch["first"], batch["count"]):
                 f.seek(int(offset))
                 for line, _, text in _input_lines(f, int(first), int(count)):
-                    output, error = prune_record(self.pruner, parse_line(text, line, self.pruner.max_units),
-                                                 self.criterion)
+                    output, error = prune_record(
+                        self.pruner, parse_line(text, line, self.pruner.max_units), self.criterion
+                    )
                     lines.append(output)
                     errors.append("" if error is None else f"line {line}: {error}")
         return {"line": np.array(lines, dtype=object), "error": np.array(errors, dtype=object)}
@@ -739,17 +859,36 @@ def _check_resources(ray, where: str, num_workers: int, cpus_per_worker: int, gp
     for name, per, option in (("GPU", gpus_per_worker, "--ray-gpus"), ("CPU", cpus_per_worker, "--ray-cpus")):
         need, there = per * num_workers, have.get(name, 0)
         if need > there:
-            raise SCPError(f"{num_workers} Ray worker(s) × {per:g} {name} each ({option}) need {need:g} {name}(s), "
-                           f"but {where} has {there:g}; nothing was pruned: "
-                           + ("drop --ray-gpus to prune on CPUs, or use a cluster with GPUs" if name == "GPU"
-                              else "lower --ray-workers or --ray-cpus"))
+            raise SCPError(
+                f"{num_workers} Ray worker(s) × {per:g} {name} each ({option}) need {need:g} {name}(s), "
+                f"but {where} has {there:g}; nothing was pruned: "
+                + (
+                    "drop --ray-gpus to prune on CPUs, or use a cluster with GPUs"
+                    if name == "GPU"
+                    else "lower --ray-workers or --ray-cpus"
+                )
+            )
 
 
-def prune_jsonl_ray(input_path, output_path, *, checkpoint, keep_ratio: float | None = None,
-                    top_k: int | None = None, token_budget: int | None = None, n_permutations: int = 50,
-                    seed: int = 0, skip_bad: bool = False, progress: bool = True, address: str | None = None,
-                    num_workers: int = 1, cpus_per_worker: int = 1, gpus_per_worker: float = 0,
-                    batch_size: int = 16, cache_dir=None) -> BatchSummary:
+def prune_jsonl_ray(
+    input_path,
+    output_path,
+    *,
+    checkpoint,
+    keep_ratio: float | None = None,
+    top_k: int | None = None,
+    token_budget: int | None = None,
+    n_permutations: int = 50,
+    seed: int = 0,
+    skip_bad: bool = False,
+    progress: bool = True,
+    address: str | None = None,
+    num_workers: int = 1,
+    cpus_per_worker: int = 1,
+    gpus_per_worker: float = 0,
+    batch_size: int = 16,
+    cache_dir=None,
+) -> BatchSummary:
     """:func:`prune_jsonl` on Ray: the same checks, output format, order and resume.
 
     Ray Data streams chunks of at most ``batch_size`` pending records (byte ranges of the input, which the
@@ -772,10 +911,12 @@ def prune_jsonl_ray(input_path, output_path, *, checkpoint, keep_ratio: float | 
         import torch
 
         if not torch.cuda.is_available():  # before the (slow) start of a local Ray instance
-            raise SCPError(f"gpus_per_worker={gpus_per_worker:g} (--ray-gpus) but no GPU is visible here "
-                           "(torch.cuda.is_available() is False), so the local Ray instance would wait for one "
-                           "forever; nothing was pruned: drop --ray-gpus to prune on CPUs, or connect to a cluster "
-                           "with GPUs (--ray ADDRESS)")
+            raise SCPError(
+                f"gpus_per_worker={gpus_per_worker:g} (--ray-gpus) but no GPU is visible here "
+                "(torch.cuda.is_available() is False), so the local Ray instance would wait for one "
+                "forever; nothing was pruned: drop --ray-gpus to prune on CPUs, or connect to a cluster "
+                "with GPUs (--ray ADDRESS)"
+            )
     src, dst, stream = _paths(input_path, output_path)
     t0 = time.perf_counter()
     summary = BatchSummary(str(src), str(dst), streamed=stream)
@@ -784,16 +925,19 @@ def prune_jsonl_ray(input_path, output_path, *, checkpoint, keep_ratio: float | 
         from scp.models.factory import load_checkpoint
 
         model, _, ckpt = load_checkpoint(checkpoint)
-        out.check_settings(_settings(model, ckpt["embedder_id"], "monte_carlo", n_permutations, False, seed,
-                                     criterion))
+        out.check_settings(_settings(model, ckpt["embedder_id"], "monte_carlo", n_permutations, False, seed, criterion))
         started, where = False, "the Ray cluster this process is connected to"
         if pending and not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
                 where = f"the Ray cluster at {address}"
             else:
-                ray.init(num_cpus=num_workers * cpus_per_worker, include_dashboard=False, log_to_driver=False,
-                         logging_level=logging.WARNING)
+                ray.init(
+                    num_cpus=num_workers * cpus_per_worker,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=logging.WARNING,
+                )
                 where = "the local Ray instance"
             started = True
         try:
@@ -802,21 +946,36 @@ def prune_jsonl_ray(input_path, output_path, *, checkpoint, keep_ratio: float | 
                 data_context = ray.data.DataContext.get_current()
                 data_context.execution_options.preserve_order = True
                 data_context.enable_progress_bars = False
-                chunks = [{"offset": o, "first": first, "count": n}
-                          for o, first, n in _chunks(scan, pending, batch_size)]
-                kwargs = dict(checkpoint=str(Path(checkpoint).resolve()), input_path=str(src.resolve()),
-                              criterion=criterion, n_permutations=n_permutations, seed=seed,
-                              cache_dir=None if cache_dir is None else str(cache_dir), use_gpu=gpus_per_worker > 0,
-                              threads=cpus_per_worker)
+                chunks = [
+                    {"offset": o, "first": first, "count": n} for o, first, n in _chunks(scan, pending, batch_size)
+                ]
+                kwargs = dict(
+                    checkpoint=str(Path(checkpoint).resolve()),
+                    input_path=str(src.resolve()),
+                    criterion=criterion,
+                    n_permutations=n_permutations,
+                    seed=seed,
+                    cache_dir=None if cache_dir is None else str(cache_dir),
+                    use_gpu=gpus_per_worker > 0,
+                    threads=cpus_per_worker,
+                )
                 ds = ray.data.from_items(chunks, override_num_blocks=len(chunks)).map_batches(
-                    RayPruneWorker, batch_size=1, batch_format="numpy", concurrency=num_workers,
-                    num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or None, fn_constructor_kwargs=kwargs)
+                    RayPruneWorker,
+                    batch_size=1,
+                    batch_format="numpy",
+                    concurrency=num_workers,
+                    num_cpus=cpus_per_worker,
+                    num_gpus=gpus_per_worker or None,
+                    fn_constructor_kwargs=kwargs,
+                )
                 with tqdm(total=len(pending), desc="scp prune (ray)", unit="record", disable=not progress) as bar:
                     for pos, row in zip(pending, ds.iter_rows()):
                         if row["error"] and not skip_bad:
-                            raise DataFormatError(f"{src} {row['error']} ({summary.written} records written before "
-                                                  f"it to {dst}; fix the record and rerun to resume, or pass "
-                                                  "--skip-bad)")
+                            raise DataFormatError(
+                                f"{src} {row['error']} ({summary.written} records written before "
+                                f"it to {dst}; fix the record and rerun to resume, or pass "
+                                "--skip-bad)"
+                            )
                         out.write(pos, row["line"])
                         summary.written += 1
                         summary.errors += bool(row["error"])

@@ -9,57 +9,71 @@ overall and by question type where the dataset has one.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
-from typing import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
 
 from scp.core.metrics import aggregate, pairwise_auc, recall_at_keep
 from scp.core.selection import is_integer, is_real, select
-from scp.core.shapley import deepsets_shapley, leave_one_out
 from scp.data.datasets import DATASET_KWARGS
-from scp.data.features import build_contexts, collate
-from scp.errors import InputError, InputTypeError, ModelUnavailableError
-from scp.io import atomic_open
+from scp.data.features import build_contexts
+from scp.errors import InputError, ModelUnavailableError
+from scp.io import write_json
 from scp.models.factory import load_checkpoint
-from scp.models.game import ValueNetGame
-from scp.models.pointwise import PointwiseScorer
-from scp.pruning.rankers import Ranker, get_ranker
+from scp.pruning import methods
+from scp.pruning.rankers import Ranker
 from scp.pruning.result import regex_tokens
 
-METHODS = ("random", "bm25", "cosine", "cross-encoder", "llmlingua2", "provence", "scp", "scp-loo")
-CHECKPOINT_METHODS = ("scp", "scp-loo")  # the methods that read a trained checkpoint
+
+def _ranking_method(method: str) -> methods.Method:
+    """The registry entry of ``method``, which must be a ranker (:func:`scp.pruning.methods.names`)."""
+    rankers = methods.names(rankers=True)
+    if method not in rankers:
+        raise InputError(f"unknown method {method!r}; choose one of {', '.join(rankers)}")
+    return methods.get(method)
 
 
 def _check_checkpoint_use(method: str, checkpoint) -> None:
-    """A checkpoint is needed by, and only applies to, :data:`CHECKPOINT_METHODS`."""
-    if method in CHECKPOINT_METHODS and not checkpoint:
-        raise InputError(f"method {method!r} needs --checkpoint PATH (a file written by `scp train`)")
-    if method not in CHECKPOINT_METHODS and checkpoint:
-        raise InputError(f"--checkpoint only applies to the methods that use one ({', '.join(CHECKPOINT_METHODS)}); "
-                         f"method {method!r} does not read {checkpoint}: drop --checkpoint, or choose scp or scp-loo")
+    """A checkpoint is needed by, and only applies to, the methods that score with a trained network."""
+    entry = _ranking_method(method)
+    users = [m for m in methods.names(rankers=True) if methods.get(m).needs_checkpoint]
+    if entry.needs_checkpoint and not checkpoint:
+        raise InputError(
+            f"method {method!r} needs --checkpoint PATH (a file written by `scp train`; in Python "
+            f"checkpoint=PATH, or the trained networks by preset, checkpoints[{entry.preset!r}])"
+        )
+    if not entry.needs_checkpoint and checkpoint:
+        raise InputError(
+            f"--checkpoint only applies to the methods that use one ({', '.join(users)}); "
+            f"method {method!r} does not read {checkpoint}: drop --checkpoint, or choose "
+            f"{', '.join(users[:-1])} or {users[-1]}"
+        )
 
 
 def _check_pointwise_options(checkpoint, model: str, control_variate, adaptive) -> None:
     """A pointwise checkpoint scores each unit exactly: Monte-Carlo options do not apply to it."""
     from scp.models.config import POINTWISE
 
-    given = [name for name, value in (("--control-variate", control_variate), ("--adaptive", adaptive))
-             if value is not None]
+    given = [
+        name for name, value in (("--control-variate", control_variate), ("--adaptive", adaptive)) if value is not None
+    ]
     if model in POINTWISE and given:
-        raise InputError(f"{' and '.join(given)} do{'es' if len(given) == 1 else ''} not apply to {checkpoint}: its "
-                         f"model is {model!r}, whose scores are exact per unit (one pass, no permutations sampled, so "
-                         "no Monte-Carlo variance to reduce or budget to certify); drop the option or use a Shapley "
-                         "checkpoint")
+        raise InputError(
+            f"{' and '.join(given)} do{'es' if len(given) == 1 else ''} not apply to {checkpoint}: its "
+            f"model is {model!r}, whose scores are exact per unit (one pass, no permutations sampled, so "
+            "no Monte-Carlo variance to reduce or budget to certify); drop the option or use a Shapley "
+            "checkpoint"
+        )
 
 
 class SCPRanker(Ranker):
-    """Scores units by a trained checkpoint: Monte-Carlo Shapley values (``scp``), leave-one-out
-    (``scp-loo``), or the pointwise control's outputs; many contexts are batched through the fast path."""
+    """Scores units by a trained checkpoint through its pruner's estimator (any registered one: Monte-Carlo
+    Shapley values by default, an adaptive budget, exact, …; ``scp-loo``: leave-one-out), or the pointwise control's
+    outputs; many contexts are batched through the fast path (:meth:`ShapleyPruner.score_contexts`)."""
 
     def __init__(self, pruner, loo: bool = False, batch_size: int = 32):
         self.pruner, self.loo, self.batch_size = pruner, loo, batch_size
@@ -72,37 +86,11 @@ class SCPRanker(Ranker):
     def score_many(self, queries: Sequence[str], units_list: Sequence[Sequence[str]]) -> list[np.ndarray]:
         p = self.pruner
         contexts = build_contexts(list(queries), [list(u) for u in units_list], p.embedder, p.config.features)
-        model, out = p.model.eval(), []
-        with torch.no_grad():
-            for s in range(0, len(contexts), self.batch_size):
-                chunk = contexts[s:s + self.batch_size]
-                if self.loo:
-                    out += [leave_one_out(ValueNetGame(model, c.units, c.query, c.extra if model.n_extra else None,
-                                                       cache_psi=True)).values for c in chunk]
-                    continue
-                b = collate(chunk)
-                if isinstance(model, PointwiseScorer):
-                    scores = model(b.units, b.query, b.mask, b.extra)
-                elif p.adaptive:
-                    from scp.core.adaptive import adaptive_deepsets_shapley
-                    from scp.core.selection import keep_count
-
-                    values, certs = adaptive_deepsets_shapley(
-                        model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
-                        k=[keep_count(c.n_units, p.certify_keep) for c in chunk], delta=p.delta,
-                        min_permutations=p.min_permutations, max_permutations=p.max_permutations,
-                        antithetic=p.antithetic, seeds=b.seeds(p.seed), tolerance=p.tolerance, bound=p.bound,
-                        control_variate=p.control_variate)
-                    self.certificates += certs
-                    out += values
-                    continue
-                else:
-                    scores = deepsets_shapley(model, b.units, b.query, b.mask, b.extra if model.n_extra else None,
-                                              n_permutations=p.n_permutations, antithetic=p.antithetic,
-                                              seed=b.seeds(p.seed), control_variate=p.control_variate).values
-                out += [scores[i, :c.n_units].double().numpy() for i, c in enumerate(chunk)]
-        return [self._checked(o, len(u)) for o, u in zip(out, units_list)]
-
+        results = p.score_contexts(
+            contexts, estimator="leave_one_out" if self.loo else None, batch_size=self.batch_size
+        )
+        self.certificates += [r.certificate for r in results if r.certificate is not None]
+        return [self._checked(r.values, len(u)) for r, u in zip(results, units_list)]
 
     def budget_summary(self) -> dict | None:
         """M used and what was certified, over the contexts scored with an adaptive budget (None otherwise)."""
@@ -110,39 +98,69 @@ class SCPRanker(Ranker):
             return None
         used = [c.n_permutations for c in self.certificates]
         c0 = self.certificates[0]
-        return {"delta": c0.delta, "tolerance": c0.tolerance, "bound": c0.bound, "min_permutations":
-                self.pruner.min_permutations, "max_permutations": self.pruner.max_permutations,
-                "certify_keep": self.pruner.certify_keep, "control_variate": self.pruner.control_variate,
-                "median_permutations": float(np.median(used)), "mean_permutations": float(np.mean(used)),
-                "certified": float(np.mean([c.certified for c in self.certificates])),
-                "separated": float(np.mean([c.separated for c in self.certificates]))}
+        return {
+            "delta": c0.delta,
+            "tolerance": c0.tolerance,
+            "bound": c0.bound,
+            "min_permutations": self.pruner.min_permutations,
+            "max_permutations": self.pruner.max_permutations,
+            "certify_keep": self.pruner.certify_keep,
+            "control_variate": self.pruner.control_variate,
+            "median_permutations": float(np.median(used)),
+            "mean_permutations": float(np.mean(used)),
+            "certified": float(np.mean([c.certified for c in self.certificates])),
+            "separated": float(np.mean([c.separated for c in self.certificates])),
+        }
 
 
-def make_ranker(method: str, checkpoint: str | None = None, embedder: str = "minilm", cache_dir=None,
-                n_permutations: int | str = 50, seed: int = 0, **adaptive) -> Ranker:
-    """A ranker by name; ``scp`` / ``scp-loo`` need ``checkpoint``.  Unavailable models raise
-    :class:`ModelUnavailableError`.  ``n_permutations="adaptive"`` with ``adaptive`` options (delta,
-    max_permutations, certify_keep, tolerance, bound, control_variate) gives ``scp`` an adaptive budget."""
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
+def make_ranker(
+    method: str,
+    checkpoint=None,
+    embedder="minilm",
+    cache_dir=None,
+    n_permutations: int | str = 50,
+    seed: int = 0,
+    **adaptive,
+) -> Ranker:
+    """The ranker of a registered method (:func:`scp.pruning.methods.names` with ``rankers=True``), built by its
+    registry constructor: the one way from a method's name to its ranker.
+
+    Args:
+        method: a ranker's name (``scp``, ``scp-loo``, ``pointwise``, ``random``, ``bm25``, ``cosine``, …).
+        checkpoint: for the methods that score with a trained network (``scp``, ``scp-loo``, ``pointwise``), a
+            checkpoint path, or the trained networks by preset (``{"best": path, "pointwise": path}``, as
+            :func:`scp.experiments.reranking.train_checkpoints` gives them per dataset), of which the method's own
+            :attr:`~scp.pruning.methods.Method.preset` is used; a path given to any other method is an error.
+        embedder: ``cosine``'s embedder: a name (:func:`scp.data.embedders.get_embedder`; its vectors are cached
+            under ``cache_dir``) or an :class:`~scp.data.embedders.Embedder`, used as given.
+        cache_dir: embedding cache (``None``: ``$SCP_CACHE_DIR``).
+        n_permutations: M of ``scp``'s Monte-Carlo estimate; ``"adaptive"`` with ``adaptive`` options (delta,
+            max_permutations, certify_keep, tolerance, bound, control_variate) gives ``scp`` an adaptive budget.
+        seed: seeds ``random`` and ``scp``'s permutations.
+
+    Raises:
+        InputError: an unknown method, or a checkpoint missing or given where none applies.
+        ModelUnavailableError: the method's model cannot be loaded here (offline); hub models raise it on first use.
+    """
+    entry = _ranking_method(method)
+    if isinstance(checkpoint, Mapping):
+        if entry.needs_checkpoint and entry.preset not in checkpoint:
+            raise InputError(f"method {method!r} needs checkpoints[{entry.preset!r}]; got {sorted(checkpoint)}")
+        checkpoint = str(checkpoint[entry.preset]) if entry.needs_checkpoint else None
     _check_checkpoint_use(method, checkpoint)
-    if method in CHECKPOINT_METHODS:
-        from scp.pruning.pruner import ShapleyPruner
-
-        pruner = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=cache_dir, n_permutations=n_permutations,
-                                               seed=seed, **adaptive)
-        return SCPRanker(pruner, loo=method == "scp-loo")
-    if method == "cosine":
-        from scp.data.embedders import CachedEmbedder, get_embedder
-
-        return get_ranker("cosine", embedder=CachedEmbedder(get_embedder(embedder), cache_dir))
-    if method == "random":
-        return get_ranker("random", seed=seed)
-    return get_ranker(method)
+    return entry.build(
+        checkpoint=checkpoint,
+        embedder=embedder,
+        cache_dir=cache_dir,
+        n_permutations=n_permutations,
+        seed=seed,
+        **adaptive,
+    )
 
 
-def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[float] = (0.5,),
-             n_boot: int = 1000, seed: int = 0) -> dict:
+def evaluate(
+    examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[float] = (0.5,), n_boot: int = 1000, seed: int = 0
+) -> dict:
     """Metrics of ``ranker`` on ``examples`` (see the module docstring) as a JSON-ready dict."""
     if not examples:
         raise InputError("no examples to evaluate")
@@ -153,8 +171,13 @@ def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[f
     rows = []
     for ex, s in zip(examples, scores):
         counts = [len(regex_tokens(u)) for u in ex.units]
-        row = {"id": ex.id, "type": ex.meta.get("type"), "n_units": ex.n_units, "n_positive": ex.n_positive,
-               "auc": pairwise_auc(s, ex.labels)}
+        row = {
+            "id": ex.id,
+            "type": ex.meta.get("type"),
+            "n_units": ex.n_units,
+            "n_positive": ex.n_positive,
+            "auc": pairwise_auc(s, ex.labels),
+        }
         for r in keep_ratios:
             kept = select(s, keep_ratio=r)[0]
             row[f"recall@{r}"] = recall_at_keep(s, ex.labels, r) if ex.n_positive else float("nan")
@@ -166,12 +189,22 @@ def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[f
         out = {"n_examples": len(subset)}
         for key in ["auc"] + [f"{m}@{r}" for r in keep_ratios for m in ("recall", "keep_rate", "compression")]:
             agg = aggregate([row[key] for row in subset], n_boot=n_boot, seed=seed)
-            out[key] = {"mean": agg.mean, "ci": [agg.ci_low, agg.ci_high], "n_used": agg.n_used,
-                        "n_excluded": agg.n_excluded}
+            out[key] = {
+                "mean": agg.mean,
+                "ci": [agg.ci_low, agg.ci_high],
+                "n_used": agg.n_used,
+                "n_excluded": agg.n_excluded,
+            }
         return out
 
-    result = {"method": ranker.name, "status": "ok", "units": "title" if with_title else "sentence",
-              "dataset": examples[0].dataset, "seconds": seconds, **summary(rows)}
+    result = {
+        "method": ranker.name,
+        "status": "ok",
+        "units": "title" if with_title else "sentence",
+        "dataset": examples[0].dataset,
+        "seconds": seconds,
+        **summary(rows),
+    }
     if getattr(ranker, "budget_summary", None) and ranker.budget_summary():
         result["adaptive"] = ranker.budget_summary()
     types = sorted({row["type"] for row in rows if row["type"]})
@@ -183,24 +216,41 @@ def evaluate(examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[f
 
 def unavailable(method: str, error: Exception, with_title: bool, dataset: str) -> dict:
     """The record of a method whose model cannot be loaded here: n/a with the reason, never a silent skip."""
-    return {"method": method, "status": "n/a", "reason": str(error), "units": "title" if with_title else "sentence",
-            "dataset": dataset}
+    return {
+        "method": method,
+        "status": "n/a",
+        "reason": str(error),
+        "units": "title" if with_title else "sentence",
+        "dataset": dataset,
+    }
 
 
-def run_eval(dataset: str, method: str, data=None, split: str | None = "test", units: str | None = None,
-             checkpoint: str | None = None, keep_ratios: Sequence[float] = (0.5,), limit: int | None = None,
-             out: str | None = None, n_permutations: int = 50, seed: int = 0, cache_dir=None,
-             adaptive: dict | None = None, control_variate: str | None = None) -> dict:
+def run_eval(
+    dataset: str,
+    method: str,
+    data=None,
+    split: str | None = "test",
+    units: str | None = None,
+    checkpoint: str | None = None,
+    keep_ratios: Sequence[float] = (0.5,),
+    limit: int | None = None,
+    out: str | None = None,
+    n_permutations: int = 50,
+    seed: int = 0,
+    cache_dir=None,
+    adaptive: dict | None = None,
+    control_variate: str | None = None,
+    estimator: str | None = None,
+) -> dict:
     """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``.
 
     ``adaptive`` (delta, max_permutations, tolerance, bound; K = ⌈keep_ratios[0]·n⌉) replaces the fixed M of
     ``scp`` by an adaptive budget whose first round has ``n_permutations`` permutations; ``control_variate``
-    ("position") goes to ``scp``'s Monte-Carlo estimator, fixed or adaptive M."""
+    ("position") goes to ``scp``'s Monte-Carlo estimator, fixed or adaptive M.  ``estimator`` is any name of
+    :data:`scp.core.estimators.ESTIMATORS` for ``scp`` (default monte_carlo), checked here."""
     from scp.data.datasets import load_dataset, split_examples
 
     # every argument is checked before the data are loaded and embedded
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; choose one of {METHODS}")
     _check_checkpoint_use(method, checkpoint)
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be an integer ≥ 1 (or None for every example); got {limit!r}")
@@ -212,11 +262,13 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
         raise InputError(f"seed must be an integer ≥ 0; got {seed!r}")
     options: dict = {}
     if control_variate is not None:
-        from scp.core.shapley import CONTROL_VARIATES
+        from scp.core.fast_path import CONTROL_VARIATES
 
         if method != "scp" or control_variate not in CONTROL_VARIATES:
-            raise InputError(f"control_variate must be one of {CONTROL_VARIATES[1:]} with method 'scp'; got "
-                             f"{control_variate!r} with {method!r}")
+            raise InputError(
+                f"control_variate must be one of {CONTROL_VARIATES[1:]} with method 'scp'; got "
+                f"{control_variate!r} with {method!r}"
+            )
         options["control_variate"] = control_variate
     if adaptive is not None:
         from scp.core.adaptive import check_options, round_schedule
@@ -227,10 +279,27 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
         if unknown:
             raise InputError(f"unknown adaptive options {sorted(unknown)}")
         round_schedule(n_permutations, adaptive.get("max_permutations", 1000))
-        check_options(adaptive.get("delta", 0.05), adaptive.get("tolerance", 0.0), adaptive.get("bound", "bernstein"),
-                      control_variate)
+        check_options(
+            adaptive.get("delta", 0.05),
+            adaptive.get("tolerance", 0.0),
+            adaptive.get("bound", "bernstein"),
+            control_variate,
+        )
         options.update(adaptive, certify_keep=keep_ratios[0], min_permutations=n_permutations)
-    config = load_checkpoint(checkpoint)[1] if method in CHECKPOINT_METHODS else None
+    if estimator is not None:
+        from scp.core.estimators import get_estimator
+
+        name = get_estimator(estimator).name  # an unknown name is an error listing the registered ones
+        if method != "scp":
+            raise InputError(f"--estimator applies to method 'scp' only (scp-loo is leave-one-out); got {method!r}")
+        if adaptive is not None and name not in ("monte_carlo", "adaptive"):
+            raise InputError(
+                f"--adaptive is the adaptive Monte-Carlo estimator; it does not go with --estimator {estimator}"
+            )
+        options["estimator"] = estimator
+        if name == "adaptive":
+            options.setdefault("certify_keep", keep_ratios[0])
+    config = load_checkpoint(checkpoint)[1] if methods.get(method).needs_checkpoint else None
     if config is not None:
         _check_pointwise_options(checkpoint, config.model, control_variate, adaptive)
     examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
@@ -241,37 +310,40 @@ def run_eval(dataset: str, method: str, data=None, split: str | None = "test", u
         units = config.unit_repr if config is not None else "sentence"
     with_title = units == "title"
     try:
-        ranker = make_ranker(method, checkpoint, cache_dir=cache_dir, seed=seed,
-                             n_permutations="adaptive" if adaptive is not None else n_permutations, **options)
+        ranker = make_ranker(
+            method,
+            checkpoint,
+            cache_dir=cache_dir,
+            seed=seed,
+            n_permutations="adaptive" if adaptive is not None else n_permutations,
+            **options,
+        )
         result = evaluate(examples, ranker, with_title, keep_ratios, seed=seed)
     except ModelUnavailableError as error:
         result = unavailable(method, error, with_title, dataset)
-    result.update(split=split or "all", data=str(data) if data else os.environ.get("SCP_DATA_DIR"),
-                  checkpoint=checkpoint, control_variate=control_variate, python=platform.python_version(),
-                  torch=torch.__version__)
+    if estimator is not None:
+        result["estimator"] = estimator
+    result.update(
+        split=split or "all",
+        data=str(data) if data else os.environ.get("SCP_DATA_DIR"),
+        checkpoint=checkpoint,
+        control_variate=control_variate,
+        python=platform.python_version(),
+        torch=torch.__version__,
+    )
     if out:
         write_json(result, out)
     return result
-
-
-def write_json(obj, path) -> None:
-    """Atomic JSON write (temporary file + rename)."""
-    with atomic_open(path, "w") as f:
-        json.dump(obj, f, indent=1, default=_json_default)
-
-
-def _json_default(x):
-    if isinstance(x, (np.floating, np.integer)):
-        return x.item()
-    raise InputTypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
 def format_result(result: dict) -> str:
     if result["status"] != "ok":
         return f"{result['method']} on {result['dataset']}: n/a ({result['reason']})"
     keys = [k for k in result if k.startswith(("recall@", "compression@", "keep_rate@"))]
-    parts = [f"AUC {result['auc']['mean']:.4f} [{result['auc']['ci'][0]:.4f}, {result['auc']['ci'][1]:.4f}] "
-             f"(n={result['auc']['n_used']}, excluded {result['auc']['n_excluded']})"]
+    parts = [
+        f"AUC {result['auc']['mean']:.4f} [{result['auc']['ci'][0]:.4f}, {result['auc']['ci'][1]:.4f}] "
+        f"(n={result['auc']['n_used']}, excluded {result['auc']['n_excluded']})"
+    ]
     parts += [f"{k} {result[k]['mean']:.4f}" for k in keys]
     line = f"{result['method']} on {result['dataset']}/{result['split']} ({result['units']} units): " + ", ".join(parts)
     for t, sub in result.get("by_type", {}).items():
@@ -282,7 +354,9 @@ def format_result(result: dict) -> str:
         a = result["adaptive"]
         kind = "rigorous" if a["bound"] in RIGOROUS else "asymptotic"
         cv = f", {a['control_variate']} control variate" if a.get("control_variate") else ""
-        line += (f"\n  adaptive budget ({a['bound']} intervals, {kind}{cv}; δ = {a['delta']}, "
-                 f"tolerance {a['tolerance']}): median M {a['median_permutations']:g}, mean M {a['mean_permutations']:.0f}, "
-                 f"certified {100 * a['certified']:.0f}% of contexts; {result['seconds']:.1f} s")
+        line += (
+            f"\n  adaptive budget ({a['bound']} intervals, {kind}{cv}; δ = {a['delta']}, "
+            f"tolerance {a['tolerance']}): median M {a['median_permutations']:g}, mean M {a['mean_permutations']:.0f}, "
+            f"certified {100 * a['certified']:.0f}% of contexts; {result['seconds']:.1f} s"
+        )
     return line

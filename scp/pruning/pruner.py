@@ -12,21 +12,22 @@ the same context gets the same values here, in ``scp eval`` and in a notebook, w
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
-import torch
 
-from scp.core.selection import check_criterion
-from scp.core.shapley import ESTIMATORS, ShapleyResult, derive_seed, estimate, monte_carlo
-from scp.data.features import build_contexts
+from scp.core.estimators import get_estimator
+from scp.core.fast_path import CONTROL_VARIATES
+from scp.core.result import ShapleyResult
+from scp.core.selection import check_criterion, keep_count
+from scp.data.features import Context, build_contexts
 from scp.data.text import as_text_list, is_blank, split_sentences
 from scp.devices import resolve_device
 from scp.errors import InputError, InputTypeError, warn_user
 from scp.models.config import TrainConfig
 from scp.models.factory import load_checkpoint
-from scp.models.game import ValueNetGame
 from scp.models.pointwise import PointwiseScorer
+from scp.models.scoring import score_contexts
 from scp.pruning.result import PruneResult, prune
 
 __all__ = ["ShapleyPruner", "MAX_UNITS"]
@@ -37,15 +38,19 @@ MAX_UNITS = 4096
 class ShapleyPruner:
     """Rank and prune sentences with a trained value network (or the pointwise control).
 
-    ``estimator`` is any name of :data:`scp.core.shapley.ESTIMATORS` (``monte_carlo``, ``exact``, ``loo``, …);
-    ``estimator_options`` go to it (e.g. ``max_players=20`` for exact Shapley on longer contexts).
-    ``n_permutations="adaptive"`` draws ``min_permutations`` permutations, then doubles the total in rounds until
-    the Top-K set is certified with probability ≥ 1 − ``delta`` or ``max_permutations`` is reached
-    (:mod:`scp.core.adaptive`); K comes from ``prune``'s ``top_k`` / ``keep_ratio``, else from ``certify_keep``; the
-    result's ``metadata["certificate"]`` says what was certified.  ``bound`` is the interval behind it
-    ("bernstein" and "hoeffding" are rigorous, "student" is the asymptotic CLT interval) and ``tolerance`` the
-    ε of an ε-certified Top-K set.  ``control_variate="position"`` (Monte Carlo on a value network, fixed or
-    adaptive M) subtracts the unbiased position control variate (:func:`scp.core.shapley.first_layer_shapley`).
+    ``estimator`` is any name of the registry :data:`scp.core.estimators.ESTIMATORS` (``monte_carlo``, ``adaptive``,
+    ``exact``, ``leave_one_out`` / ``loo``, or one added by :func:`scp.core.estimators.register_estimator`), checked
+    here; ``estimator_options`` go to it (e.g. ``max_players=20`` for exact Shapley on longer contexts).  The
+    pruner's own knobs configure the two Monte-Carlo estimators: ``n_permutations``, ``antithetic`` and
+    ``control_variate`` for ``monte_carlo``; ``n_permutations="adaptive"`` (or ``estimator="adaptive"``) draws
+    ``min_permutations`` permutations, then doubles the total in rounds until the Top-K set is certified with
+    probability ≥ 1 − ``delta`` or ``max_permutations`` is reached (:mod:`scp.core.adaptive`); K comes from
+    ``prune``'s ``top_k`` / ``keep_ratio``, else from ``certify_keep``; the result's ``certificate`` says what was
+    certified.  ``bound`` is the interval behind it ("bernstein" and "hoeffding" are rigorous, "student" is the
+    asymptotic CLT interval) and ``tolerance`` the ε of an ε-certified Top-K set.  ``control_variate="position"``
+    (fixed or adaptive M) subtracts the unbiased position control variate
+    (:func:`scp.core.fast_path.first_layer_shapley`).  Scores come from the one batched scorer
+    (:func:`scp.models.scoring.score_contexts`), seeded by ``seed`` and each context's text.
     A pointwise checkpoint scores each unit exactly in one pass: ``estimator``, ``estimator_options``,
     ``control_variate`` and an adaptive budget do not apply to it and are refused (:class:`~scp.errors.InputError`).
     Sentences and titles are lists or tuples of str (a dict, a set or a str of titles is an
@@ -53,26 +58,42 @@ class ShapleyPruner:
     whitespace or invisible characters such as U+200B) is refused like an empty one.
     """
 
-    def __init__(self, model, config: TrainConfig, embedder, estimator: str = "monte_carlo",
-                 n_permutations: int | str = 50, antithetic: bool = False, seed: int | None = 0,
-                 device: str | None = None, max_units: int = MAX_UNITS, estimator_options: dict | None = None,
-                 delta: float = 0.05, min_permutations: int = 16, max_permutations: int = 1000,
-                 certify_keep: float = 0.5, tolerance: float = 0.0, bound: str = "bernstein",
-                 control_variate: str | None = None):
-        if estimator not in ESTIMATORS:
-            raise InputError(f"unknown estimator {estimator!r}; choose one of {sorted(ESTIMATORS)}")
-        if control_variate is not None:
-            from scp.core.shapley import CONTROL_VARIATES
-
-            if control_variate not in CONTROL_VARIATES or ESTIMATORS[estimator] is not monte_carlo:
-                raise InputError(f"control_variate must be one of {CONTROL_VARIATES} with the monte_carlo estimator; "
-                                 f"got {control_variate!r} with {estimator!r}")
-        if isinstance(n_permutations, str):
-            if n_permutations != "adaptive" or ESTIMATORS[estimator] is not monte_carlo:
-                raise InputError(f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
-                                 f"estimator; got {n_permutations!r} with {estimator!r}")
+    def __init__(
+        self,
+        model,
+        config: TrainConfig,
+        embedder,
+        estimator: str = "monte_carlo",
+        n_permutations: int | str = 50,
+        antithetic: bool = False,
+        seed: int | None = 0,
+        device: str | None = None,
+        max_units: int = MAX_UNITS,
+        estimator_options: dict | None = None,
+        delta: float = 0.05,
+        min_permutations: int = 16,
+        max_permutations: int = 1000,
+        certify_keep: float = 0.5,
+        tolerance: float = 0.0,
+        bound: str = "bernstein",
+        control_variate: str | None = None,
+    ):
+        name = get_estimator(estimator).name  # an unknown name is an error listing the registered ones
+        monte_carlo_family = name in ("monte_carlo", "adaptive")
+        if control_variate is not None and (control_variate not in CONTROL_VARIATES or not monte_carlo_family):
+            raise InputError(
+                f"control_variate must be one of {CONTROL_VARIATES} with the monte_carlo or adaptive "
+                f"estimator; got {control_variate!r} with {estimator!r}"
+            )
+        if isinstance(n_permutations, str) and (n_permutations != "adaptive" or not monte_carlo_family):
+            raise InputError(
+                f"n_permutations must be an integer ≥ 1, or 'adaptive' with the monte_carlo "
+                f"estimator; got {n_permutations!r} with {estimator!r}"
+            )
+        if n_permutations == "adaptive":
+            name = "adaptive"
+        if name == "adaptive":
             from scp.core.adaptive import check_options, round_schedule
-            from scp.core.selection import keep_count
 
             round_schedule(min_permutations, max_permutations, antithetic)  # bad options fail here, not later
             keep_count(1, certify_keep)
@@ -81,22 +102,27 @@ class ShapleyPruner:
         self.bound, self.control_variate = bound, control_variate
         self.min_permutations, self.max_permutations = min_permutations, max_permutations
         self.model, self.config, self.embedder = model.eval(), config, embedder
-        self.estimator, self.n_permutations, self.antithetic, self.seed = estimator, n_permutations, antithetic, seed
+        self.estimator, self.n_permutations, self.antithetic, self.seed = name, n_permutations, antithetic, seed
         self.device, self.max_units = None if device is None else resolve_device(device), max_units
         self.estimator_options = dict(estimator_options or {})
         if isinstance(model, PointwiseScorer):
-            given = dict(estimator=estimator if estimator != "monte_carlo" else None,
-                         n_permutations=n_permutations if self.adaptive else None,
-                         control_variate=control_variate, estimator_options=estimator_options or None)
+            given = dict(
+                estimator=estimator if estimator != "monte_carlo" else None,
+                n_permutations=n_permutations if n_permutations == "adaptive" else None,
+                control_variate=control_variate,
+                estimator_options=estimator_options or None,
+            )
             ignored = [f"{k}={v!r}" for k, v in given.items() if v is not None]
             if ignored:
-                raise InputError(f"{', '.join(ignored)} does not apply to this checkpoint: its model is "
-                                 f"{config.model!r}, which scores each unit exactly in one pass (no permutations "
-                                 "are sampled, so there is no Shapley estimator, control variate or adaptive budget to "
-                                 "apply); drop the option or use a Shapley checkpoint (a set model such as 'deepsets')")
+                raise InputError(
+                    f"{', '.join(ignored)} does not apply to this checkpoint: its model is "
+                    f"{config.model!r}, which scores each unit exactly in one pass (no permutations "
+                    "are sampled, so there is no Shapley estimator, control variate or adaptive budget to "
+                    "apply); drop the option or use a Shapley checkpoint (a set model such as 'deepsets')"
+                )
 
     @classmethod
-    def from_checkpoint(cls, path, embedder=None, cache_dir=None, **kwargs) -> "ShapleyPruner":
+    def from_checkpoint(cls, path, embedder=None, cache_dir=None, **kwargs) -> ShapleyPruner:
         """Load a checkpoint and the embedder it was trained with (a mismatched embedder is an error)."""
         from scp.data.embedders import CachedEmbedder, get_embedder
 
@@ -112,8 +138,10 @@ class ShapleyPruner:
             titles = as_text_list(titles, "titles", item="title")
         if titles is None:
             if self.config.with_title:
-                warn_user("this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
-                          "sentences are scored (expect lower quality)")
+                warn_user(
+                    "this checkpoint was trained on 'Title: sentence' units; no titles given, so bare "
+                    "sentences are scored (expect lower quality)"
+                )
             return list(sentences)
         if len(titles) != len(sentences):
             raise InputError(f"got {len(titles)} titles for {len(sentences)} sentences")
@@ -121,25 +149,77 @@ class ShapleyPruner:
 
     def _check(self, query: str, sentences: list[str]) -> None:
         if not isinstance(query, str) or is_blank(query):
-            raise InputError(f"query must be a non-empty string (not only whitespace or invisible characters); got "
-                             f"{query!r}")
+            raise InputError(
+                f"query must be a non-empty string (not only whitespace or invisible characters); got {query!r}"
+            )
         if not sentences:
             raise InputError("empty context: give at least one sentence")
         bad = [i for i, s in enumerate(sentences) if not (isinstance(s, str) and not is_blank(s))]
         if bad:
-            raise InputError(f"every sentence must be a non-empty string (not only whitespace or invisible "
-                             f"characters); sentence {bad[0]} is {sentences[bad[0]]!r}")
+            raise InputError(
+                f"every sentence must be a non-empty string (not only whitespace or invisible "
+                f"characters); sentence {bad[0]} is {sentences[bad[0]]!r}"
+            )
         if len(sentences) > self.max_units:
-            raise InputError(f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
-                             "passages or raise max_units (cost grows as M·n²)")
+            raise InputError(
+                f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
+                "passages or raise max_units (cost grows as M·n²)"
+            )
 
     @property
     def adaptive(self) -> bool:
-        return self.n_permutations == "adaptive"
+        return self.estimator == "adaptive"
 
-    def rank(self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None,
-             top_k: int | None = None) -> ShapleyResult:
-        """Per-sentence attributions: Shapley values (Monte Carlo / exact), LOO, or pointwise scores.
+    def estimator_kwargs(self, estimator: str | None = None) -> dict:
+        """The options the pruner gives ``estimator`` (default: its own): its knobs for ``monte_carlo`` and
+        ``adaptive``, then ``estimator_options`` when it is the pruner's own estimator."""
+        name = self.estimator if estimator is None else get_estimator(estimator).name
+        if name == "monte_carlo":
+            options = dict(
+                n_permutations=self.n_permutations, antithetic=self.antithetic, control_variate=self.control_variate
+            )
+        elif name == "adaptive":
+            options = dict(
+                delta=self.delta,
+                min_permutations=self.min_permutations,
+                max_permutations=self.max_permutations,
+                antithetic=self.antithetic,
+                tolerance=self.tolerance,
+                bound=self.bound,
+                control_variate=self.control_variate,
+            )
+        else:
+            options = {}
+        return options | (self.estimator_options if name == self.estimator else {})
+
+    def score_contexts(
+        self, contexts: Sequence[Context], top_k: int | None = None, estimator: str | None = None, batch_size: int = 32
+    ) -> list[ShapleyResult]:
+        """One result per context through :func:`scp.models.scoring.score_contexts` with the pruner's estimator
+        (or ``estimator``) and options; an adaptive budget certifies each context's Top-K set for K = ``top_k``
+        (at most n), else ⌈certify_keep·n⌉."""
+        name = self.estimator if estimator is None else get_estimator(estimator).name
+        per_context = None
+        if name == "adaptive":
+            per_context = [
+                {"k": min(top_k, c.n_units) if top_k is not None else keep_count(c.n_units, self.certify_keep)}
+                for c in contexts
+            ]
+        return score_contexts(
+            self.model,
+            contexts,
+            name,
+            seed=self.seed,
+            batch_size=batch_size,
+            device=self.device,
+            per_context=per_context,
+            **self.estimator_kwargs(name),
+        )
+
+    def rank(
+        self, query: str, sentences: Sequence[str], titles: Sequence[str] | None = None, top_k: int | None = None
+    ) -> ShapleyResult:
+        """Per-sentence attributions by the pruner's estimator (Shapley values, LOO, …), or pointwise scores.
 
         ``top_k`` is the K whose Top-K set an adaptive budget certifies (default ⌈certify_keep·n⌉)."""
         sentences = as_text_list(sentences, "sentences")
@@ -148,35 +228,24 @@ class ShapleyPruner:
         first: dict[str, int] = {}
         duplicates = [(first[u.strip()], i) for i, u in enumerate(units) if first.setdefault(u.strip(), i) != i]
         if duplicates:
-            warn_user(f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
-                      "between copies (leave-one-out would give each ≈ 0)")
+            warn_user(
+                f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
+                "between copies (leave-one-out would give each ≈ 0)"
+            )
         ctx = build_contexts([query], [units], self.embedder, self.config.features)[0]
-        if isinstance(self.model, PointwiseScorer):
-            with torch.no_grad():
-                scores = self.model(ctx.units[None], ctx.query[None], None, ctx.extra[None])[0]
-            return ShapleyResult(values=scores.double().numpy(), n_evaluations=len(sentences), method="pointwise")
-        game = ValueNetGame(self.model, ctx.units, ctx.query, ctx.extra if self.model.n_extra else None,
-                            cache_psi=True)
-        options = dict(self.estimator_options)
-        if self.adaptive:
-            from scp.core.adaptive import adaptive_monte_carlo
-            from scp.core.selection import keep_count
+        return self.score_contexts([ctx], top_k=top_k)[0]
 
-            k = min(top_k, len(sentences)) if top_k is not None else keep_count(len(sentences), self.certify_keep)
-            return adaptive_monte_carlo(game, k, delta=self.delta, min_permutations=self.min_permutations,
-                                        max_permutations=self.max_permutations, antithetic=self.antithetic,
-                                        seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
-                                        tolerance=self.tolerance, bound=self.bound,
-                                        control_variate=self.control_variate, device=self.device)
-        if ESTIMATORS[self.estimator] is monte_carlo:
-            options = dict(n_permutations=self.n_permutations, antithetic=self.antithetic,
-                           seed=derive_seed(self.seed, ctx.key) if self.seed is not None else None,
-                           control_variate=self.control_variate, device=self.device, **options)
-        return estimate(game, self.estimator, **options)
-
-    def prune(self, query: str, sentences_or_text: str | Sequence[str], *, keep_ratio: float | None = None,
-              top_k: int | None = None, token_budget: int | None = None, titles: Sequence[str] | None = None,
-              **kwargs) -> PruneResult:
+    def prune(
+        self,
+        query: str,
+        sentences_or_text: str | Sequence[str],
+        *,
+        keep_ratio: float | None = None,
+        top_k: int | None = None,
+        token_budget: int | None = None,
+        titles: Sequence[str] | None = None,
+        **kwargs,
+    ) -> PruneResult:
         """Rank, then keep by exactly one of ``keep_ratio``, ``top_k`` or ``token_budget`` (text is sentence-split).
 
         The criterion is validated before any ranking; a text with no sentence boundary is one unit, kept or
@@ -186,16 +255,17 @@ class ShapleyPruner:
         if isinstance(sentences_or_text, str):
             sentences = split_sentences(sentences_or_text)
             if len(sentences) == 1:
-                warn_user("the text has no sentence boundary the splitter recognises: it is one unit, kept or "
-                          "dropped whole; pass a list of sentences to prune inside it")
+                warn_user(
+                    "the text has no sentence boundary the splitter recognises: it is one unit, kept or "
+                    "dropped whole; pass a list of sentences to prune inside it"
+                )
         else:
             try:
                 sentences = as_text_list(sentences_or_text, "sentences_or_text")
             except InputTypeError as error:
                 raise InputTypeError(f"{error} (or one str of text to split into sentences)") from None
-        from scp.core.selection import keep_count
-
         k = keep_count(len(sentences), keep_ratio) if keep_ratio is not None else top_k
         scores = self.rank(query, sentences, titles, top_k=k).values
-        return prune(sentences, np.asarray(scores), keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget,
-                     **kwargs)
+        return prune(
+            sentences, np.asarray(scores), keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget, **kwargs
+        )

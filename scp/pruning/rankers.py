@@ -11,21 +11,21 @@ from __future__ import annotations
 import abc
 import hashlib
 import string
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from scp.data.bm25 import bm25_scores
 from scp.data.embedders import (
     Embedder,
-    get_embedder,
     l2_normalize,
     load_hf_model,
     load_hub_model,
     quiet_weight_loading,
     require_package,
 )
-from scp.data.bm25 import bm25_scores
-from scp.data.text import WORD_TOKENIZER, as_text_list, is_blank
+from scp.data.text import WORD_TOKENIZER, as_text_list, is_blank, word_tokens
 from scp.devices import default_device
 from scp.errors import InputError, InputTypeError
 
@@ -119,16 +119,19 @@ class CosineRanker(Ranker):
         texts = list(dict.fromkeys([*queries, *(u for units in units_list for u in units)]))
         row = {t: i for i, t in enumerate(texts)}
         x = l2_normalize(self.embedder.encode(texts, batch_size=self.batch_size))
-        return [self._checked(x[[row[u] for u in units]] @ x[row[q]], len(units)) if units else np.zeros(0)
-                for q, units in zip(queries, units_list)]
+        return [
+            self._checked(x[[row[u] for u in units]] @ x[row[q]], len(units)) if units else np.zeros(0)
+            for q, units in zip(queries, units_list)
+        ]
 
 
 class CrossEncoderRanker(Ranker):
     """Cross-encoder relevance: the model's score of the pair (query, unit) (sentence-transformers
     ``CrossEncoder.predict``).  Hub model, loaded on first use; :meth:`score_many` predicts all pairs at once."""
 
-    def __init__(self, model: str = "cross-encoder/ms-marco-MiniLM-L6-v2", batch_size: int = 64,
-                 device: str | None = None) -> None:
+    def __init__(
+        self, model: str = "cross-encoder/ms-marco-MiniLM-L6-v2", batch_size: int = 64, device: str | None = None
+    ) -> None:
         require_package("sentence_transformers", "sentence-transformers", f"the cross-encoder '{model}'")
         self.model_name, self.batch_size, self.device = model, batch_size, device
         self.name = f"cross-encoder:{model}"
@@ -146,7 +149,9 @@ class CrossEncoderRanker(Ranker):
         return self._model
 
     def _predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        return np.asarray(self._load().predict(pairs, batch_size=self.batch_size, show_progress_bar=False), dtype=np.float64)
+        return np.asarray(
+            self._load().predict(pairs, batch_size=self.batch_size, show_progress_bar=False), dtype=np.float64
+        )
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
         return self._predict([(query, u) for u in units])
@@ -160,8 +165,9 @@ class CrossEncoderRanker(Ranker):
         return [self._checked(flat[a:b], b - a) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def unit_token_means(tokenizer: Any, prefix: str, units: list[str], max_length: int,
-                     token_probs: Callable[[dict[str, Any]], np.ndarray]) -> np.ndarray:
+def unit_token_means(
+    tokenizer: Any, prefix: str, units: list[str], max_length: int, token_probs: Callable[[dict[str, Any]], np.ndarray]
+) -> np.ndarray:
     """Mean per-token probability of each unit, for token classifiers that score a whole passage.
 
     The units, joined by single spaces after ``prefix``, are packed greedily into windows of at most
@@ -186,8 +192,13 @@ def unit_token_means(tokenizer: Any, prefix: str, units: list[str], max_length: 
     for window in windows:
         starts = np.cumsum([len(prefix), *(len(units[i]) + 1 for i in window[:-1])])
         ends = starts + np.array([len(units[i]) for i in window])
-        encoding = tokenizer(prefix + " ".join(units[i] for i in window), return_offsets_mapping=True,
-                             truncation=True, max_length=max_length, return_tensors="pt")
+        encoding = tokenizer(
+            prefix + " ".join(units[i] for i in window),
+            return_offsets_mapping=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="pt",
+        )
         offsets = encoding.pop("offset_mapping")[0].numpy()
         probs = np.asarray(token_probs(encoding), dtype=np.float64).reshape(-1)
         last = offsets[:, 1] - 1
@@ -207,8 +218,12 @@ class LLMLingua2Ranker(Ranker):
     query.  Loaded with transformers (the ``llmlingua`` package wraps the same model and is not needed).
     """
 
-    def __init__(self, model: str = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank", max_length: int = 512,
-                 device: str | None = None) -> None:
+    def __init__(
+        self,
+        model: str = "microsoft/llmlingua-2-xlm-roberta-large-meetingbank",
+        max_length: int = 512,
+        device: str | None = None,
+    ) -> None:
         require_package("transformers", "transformers", f"LLMLingua-2 ('{model}')")
         self.model_name, self.max_length, self.device = model, max_length, device
         self.name = f"llmlingua2:{model}"
@@ -216,8 +231,9 @@ class LLMLingua2Ranker(Ranker):
 
     def _load(self) -> tuple[Any, Any]:
         if self._loaded is None:
-            self._loaded = load_hf_model(self.model_name, "AutoModelForTokenClassification",
-                                         self.device or default_device(), "LLMLingua-2 model")
+            self._loaded = load_hf_model(
+                self.model_name, "AutoModelForTokenClassification", self.device or default_device(), "LLMLingua-2 model"
+            )
         return self._loaded
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
@@ -242,8 +258,9 @@ class ProvenceRanker(Ranker):
     (:func:`unit_token_means`, windows of ≤ 512 tokens).  Loaded with ``trust_remote_code``.
     """
 
-    def __init__(self, model: str = "naver/provence-reranker-debertav3-v1", max_length: int = 512,
-                 device: str | None = None) -> None:
+    def __init__(
+        self, model: str = "naver/provence-reranker-debertav3-v1", max_length: int = 512, device: str | None = None
+    ) -> None:
         require_package("transformers", "transformers", f"Provence ('{model}')")
         self.model_name, self.max_length, self.device = model, max_length, device
         self.name = f"provence:{model}"
@@ -251,8 +268,9 @@ class ProvenceRanker(Ranker):
 
     def _load(self) -> tuple[Any, Any]:
         if self._loaded is None:
-            self._loaded = load_hf_model(self.model_name, "AutoModel", self.device or default_device(),
-                                         "Provence model", trust_remote_code=True)
+            self._loaded = load_hf_model(
+                self.model_name, "AutoModel", self.device or default_device(), "Provence model", trust_remote_code=True
+            )
         return self._loaded
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
@@ -263,11 +281,35 @@ class ProvenceRanker(Ranker):
 
         def keep_probs(encoding: dict[str, Any]) -> np.ndarray:
             with torch.inference_mode():
-                out = model(input_ids=encoding["input_ids"].to(model.device),
-                            attention_mask=encoding["attention_mask"].to(model.device))
+                out = model(
+                    input_ids=encoding["input_ids"].to(model.device),
+                    attention_mask=encoding["attention_mask"].to(model.device),
+                )
             return torch.softmax(out.compression_logits.float(), dim=-1)[0, :, 1].cpu().numpy()
 
         return unit_token_means(tokenizer, f"{question} {tokenizer.sep_token} ", units, self.max_length, keep_probs)
+
+
+class TfidfRanker(Ranker):
+    """TF-IDF cosine of each unit with the query: the vectorizer is fit on the context's units and the query
+    (sklearn ``TfidfVectorizer``: smoothed idf, l2-normalised rows) with BM25's tokens
+    (:func:`scp.data.text.word_tokens`), so scores lie in [0, 1], 0 when a unit shares no word with the query
+    (all 0 when no text has a word)."""
+
+    tokenizer = WORD_TOKENIZER
+
+    def __init__(self) -> None:
+        self.name = "tfidf"
+
+    def _score(self, query: str, units: list[str]) -> np.ndarray:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vectorizer = TfidfVectorizer(tokenizer=word_tokens, lowercase=False, token_pattern=None)
+        try:
+            x = vectorizer.fit_transform(units + [query])
+        except ValueError:  # an empty vocabulary: no word anywhere
+            return np.zeros(len(units))
+        return np.asarray((x[:-1] @ x[-1].T).toarray(), dtype=np.float64).reshape(-1)
 
 
 class RandomRanker(Ranker):
@@ -278,26 +320,5 @@ class RandomRanker(Ranker):
         self.name = f"random:seed{seed}"
 
     def _score(self, query: str, units: list[str]) -> np.ndarray:
-        digest = hashlib.sha256(f"{self.seed}\0{len(units)}\0{query}".encode("utf-8")).digest()
+        digest = hashlib.sha256(f"{self.seed}\0{len(units)}\0{query}".encode()).digest()
         return np.random.default_rng(int.from_bytes(digest[:8], "little")).random(len(units))
-
-
-def get_ranker(name: str, **kwargs: Any) -> Ranker:
-    """Ranker by name: ``bm25``, ``random``, ``cross-encoder``, ``llmlingua2``, ``provence``, ``cosine``
-    (``embedder=`` an :class:`~scp.data.embedders.Embedder` or an embedder name, default ``minilm``) or
-    ``cosine:<embedder name>``.  Other ``kwargs`` go to the constructor (for ``cosine:<name>``, to the embedder)."""
-    if name.startswith("cosine:"):
-        return CosineRanker(get_embedder(name.split(":", 1)[1], **kwargs))
-    if name == "cosine":
-        embedder = kwargs.pop("embedder", "minilm")
-        return CosineRanker(get_embedder(embedder) if isinstance(embedder, str) else embedder, **kwargs)
-    rankers: dict[str, Callable[..., Ranker]] = {
-        "bm25": BM25Ranker,
-        "random": RandomRanker,
-        "cross-encoder": CrossEncoderRanker,
-        "llmlingua2": LLMLingua2Ranker,
-        "provence": ProvenceRanker,
-    }
-    if name not in rankers:
-        raise InputError(f"unknown ranker {name!r}; choose from {sorted([*rankers, 'cosine', 'cosine:<embedder>'])}")
-    return rankers[name](**kwargs)

@@ -8,8 +8,8 @@ model download.  Any callable ``str -> list`` can be passed instead, with its na
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from scp.core.selection import select
 from scp.data.text import as_text_list, is_blank
@@ -56,17 +56,33 @@ class PruneResult:
         return 1.0 - self.token_ratio
 
     def as_dict(self) -> dict:
-        return {"kept_text": self.kept_text, "kept_indices": list(self.kept_indices),
-                "removed_indices": list(self.removed_indices), "scores": list(self.scores),
-                "original_tokens": self.original_tokens, "kept_tokens": self.kept_tokens,
-                "tokenizer": self.tokenizer, "criterion": self.criterion, "keep_rate": self.keep_rate,
-                "token_ratio": self.token_ratio, "compression_rate": self.compression_rate}
+        return {
+            "kept_text": self.kept_text,
+            "kept_indices": list(self.kept_indices),
+            "removed_indices": list(self.removed_indices),
+            "scores": list(self.scores),
+            "original_tokens": self.original_tokens,
+            "kept_tokens": self.kept_tokens,
+            "tokenizer": self.tokenizer,
+            "criterion": self.criterion,
+            "keep_rate": self.keep_rate,
+            "token_ratio": self.token_ratio,
+            "compression_rate": self.compression_rate,
+        }
 
 
-def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | None = None,
-          keep_ratio: float | None = None, threshold: str | float | None = None, token_budget: int | None = None,
-          tokenizer: Callable[[str], list] | None = None, tokenizer_name: str | None = None,
-          separator: str = " ") -> PruneResult:
+def prune(
+    sentences: Sequence[str],
+    scores: Sequence[float],
+    *,
+    top_k: int | None = None,
+    keep_ratio: float | None = None,
+    threshold: str | float | None = None,
+    token_budget: int | None = None,
+    tokenizer: Callable[[str], list] | None = None,
+    tokenizer_name: str | None = None,
+    separator: str = " ",
+) -> PruneResult:
     """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
     sentences = as_text_list(sentences, "sentences")
     if not sentences:
@@ -75,17 +91,24 @@ def prune(sentences: Sequence[str], scores: Sequence[float], *, top_k: int | Non
         raise InputError(f"got {len(scores)} scores for {len(sentences)} sentences")
     blank = [i for i, t in enumerate(sentences) if is_blank(t)]
     if blank:
-        raise InputError(f"sentence {blank[0]} is empty (only whitespace or invisible characters): "
-                         f"{sentences[blank[0]]!r}; drop it before pruning")
+        raise InputError(
+            f"sentence {blank[0]} is empty (only whitespace or invisible characters): "
+            f"{sentences[blank[0]]!r}; drop it before pruning"
+        )
     tokenize = tokenizer or regex_tokens
     name = tokenizer_name or ("regex-words" if tokenizer is None else getattr(tokenizer, "__name__", "custom"))
     counts = [len(tokenize(t)) for t in sentences]
-    keep, desc = select(scores, top_k=top_k, keep_ratio=keep_ratio, threshold=threshold,
-                        token_counts=counts, token_budget=token_budget)
+    keep, desc = select(
+        scores, top_k=top_k, keep_ratio=keep_ratio, threshold=threshold, token_counts=counts, token_budget=token_budget
+    )
     kept = set(keep.tolist())
     return PruneResult(
         kept_text=separator.join(sentences[i].strip() for i in keep),
         kept_indices=tuple(int(i) for i in keep),
         removed_indices=tuple(i for i in range(len(sentences)) if i not in kept),
-        scores=tuple(float(x) for x in scores), original_tokens=int(sum(counts)),
-        kept_tokens=int(sum(counts[i] for i in keep)), tokenizer=name, criterion=desc)
+        scores=tuple(float(x) for x in scores),
+        original_tokens=int(sum(counts)),
+        kept_tokens=int(sum(counts[i] for i in keep)),
+        tokenizer=name,
+        criterion=desc,
+    )

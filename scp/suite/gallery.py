@@ -20,44 +20,72 @@ from pathlib import Path
 from scp.errors import InputError
 from scp.paths import ROOT
 
-__all__ = ["NOTEBOOKS", "CAPTIONS", "COLD_RUN", "wall_time", "run_durations", "record_cold_run", "cold_run_time",
-           "gallery", "readme_table", "main"]
+__all__ = [
+    "NOTEBOOKS",
+    "CAPTIONS",
+    "COLD_RUN",
+    "wall_time",
+    "run_durations",
+    "record_cold_run",
+    "cold_run_time",
+    "gallery",
+    "readme_table",
+    "main",
+]
 
 NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper figure / table it regenerates)
-    "00_cooperative_games_tutorial": ("Shapley values by hand, the axioms, Monte Carlo vs Theorem 3.1, core",
-                                      "Theorem 3.1; teaching"),
+    "00_cooperative_games_tutorial": (
+        "Shapley values by hand, the axioms, Monte Carlo vs Theorem 3.1, core",
+        "Theorem 3.1; teaching",
+    ),
     "01_train_value_network": ("training curves; the paper's 3.03M network beside the shipped preset", "§4 setup"),
     "02_reranking_auc": ("pairwise AUC and R@keep of SCP and baselines on five datasets", "Table 3, Fig. 3a"),
     "03_niah": ("needle-in-a-haystack recall vs length, depth and keep ratio", "Fig. 3d, Tables 13–16"),
-    "04_mc_budget_and_bounds": ("AUC and time vs M; estimator error vs the bound; Top-K stability",
-                                "Table 20, Fig. 4b, Fig. 6"),
+    "04_mc_budget_and_bounds": (
+        "AUC and time vs M; estimator error vs the bound; Top-K stability",
+        "Table 20, Fig. 4b, Fig. 6",
+    ),
     "05_shapley_vs_loo": ("Shapley vs leave-one-out; the dose-protocol case", "Fig. 4c/4d, Tables 18–19"),
     "06_embedder_ablation": ("SCP with five embedders", "Table 17, Fig. 4a"),
     "07_convex_deepsets": ("ConvexDeepSets vs Deep Sets; supermodularity violations", "Table 22"),
     "08_landscape_of_context": ("exact Shapley, core, tight sets, context tree, Harsanyi dividends", "Fig. 5"),
     "09_compression_and_transfer": ("keep-ratio sweep and cross-domain training", "Table 12 style"),
-    "10_downstream_qa": ("a real reader (SmolLM2-135M offline) answers from pruned contexts: EM, F1, log P(a*)",
-                         "Table 4, Table 12, Fig. 3b/c"),
-    "11_maxshapley": ("MaxShapley vs FullShapley, LOO, Monte Carlo, KernelSHAP: Jaccard@K and τ_b against LM cost",
-                      "MaxShapley paper (companion), MuSiQue"),
-    "12_entropic_context_shaping": ("Entropic Context Shaping: greedy LM-utility evidence selection vs TF-IDF, "
-                                    "BM25, SCP", "ECS paper (companion)"),
-    "13_interaction_aware": ("set models vs matched pointwise controls: structure, context encoder, coalition "
-                             "games, greedy selection, redundancy, Table 19, learning curve", "§3 claim; Table 19"),
+    "10_downstream_qa": (
+        "a real reader (SmolLM2-135M offline) answers from pruned contexts: EM, F1, log P(a*)",
+        "Table 4, Table 12, Fig. 3b/c",
+    ),
+    "11_maxshapley": (
+        "MaxShapley vs FullShapley, LOO, Monte Carlo, KernelSHAP: Jaccard@K and τ_b against LM cost",
+        "MaxShapley paper (companion), MuSiQue",
+    ),
+    "12_entropic_context_shaping": (
+        "Entropic Context Shaping: greedy LM-utility evidence selection vs TF-IDF, BM25, SCP",
+        "ECS paper (companion)",
+    ),
+    "13_interaction_aware": (
+        "set models vs matched pointwise controls: structure, context encoder, coalition "
+        "games, greedy selection, redundancy, Table 19, learning curve",
+        "§3 claim; Table 19",
+    ),
 }
 
 CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
-    "00_cooperative_games_tutorial/mc_error_vs_permutations":
-        "Monte-Carlo error max_i |φ̂_i − φ_i| against M on a random game, with the Theorem 3.1 bound.",
-    "00_cooperative_games_tutorial/loo_vs_shapley_duplicates":
-        "Leave-one-out gives both copies of a needed sentence 0; Shapley splits the credit.",
-    "00_cooperative_games_tutorial/core_and_least_core":
-        "The core and least core of small games, with the Shapley value placed inside or outside.",
-    "01_train_value_network/learning_curves":
-        "Training loss and validation AUC (95% CI band) by epoch of the best preset on HotpotQA; the epoch kept marked.",
-    "01_train_value_network/paper_vs_best":
+    "00_cooperative_games_tutorial/mc_error_vs_permutations": (
+        "Monte-Carlo error max_i |φ̂_i − φ_i| against M on a random game, with the Theorem 3.1 bound."
+    ),
+    "00_cooperative_games_tutorial/loo_vs_shapley_duplicates": (
+        "Leave-one-out gives both copies of a needed sentence 0; Shapley splits the credit."
+    ),
+    "00_cooperative_games_tutorial/core_and_least_core": (
+        "The core and least core of small games, with the Shapley value placed inside or outside."
+    ),
+    "01_train_value_network/learning_curves": (
+        "Training loss and validation AUC (95% CI band) by epoch of the best preset on HotpotQA; the epoch kept marked."
+    ),
+    "01_train_value_network/paper_vs_best": (
         "The paper's 3.03M network beside the shipped preset and the pointwise control: validation AUC by epoch "
-        "and HotpotQA test AUC (95% CI), BM25 for reference.",
+        "and HotpotQA test AUC (95% CI), BM25 for reference."
+    ),
     "02_reranking_auc/auc_by_dataset": "Pairwise AUC (95% bootstrap CI) of every method on the five datasets.",
     "02_reranking_auc/paired_differences": "Paired AUC differences SCP − BM25 and SCP − pointwise (95% CI).",
     "02_reranking_auc/recall_at_keep": "Recall of supporting units against the keep ratio, per dataset.",
@@ -65,57 +93,73 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
     "03_niah/single_needle_curves": "Single-needle recall against context length (95% CI over trials).",
     "03_niah/two_needles_recall_vs_length": "Two-needle recall against context length.",
     "03_niah/five_needles_all_recall_vs_keep_ratio": "Five needles: probability that all are kept, by keep ratio.",
-    "04_mc_budget_and_bounds/auc_and_time_vs_permutations":
-        "AUC on HotpotQA test and time per context against M, in-domain and trained on MS MARCO.",
-    "04_mc_budget_and_bounds/error_vs_bound":
-        "Measured estimator error on real value-network games against the Theorem 3.1 bound, by evaluations of v.",
-    "04_mc_budget_and_bounds/topk_stability_vs_theorem":
-        "Top-K stability against M, with the Theorem A.3 sample sizes.",
-    "05_shapley_vs_loo/recall_vs_permutations":
-        "Recall of Monte-Carlo Shapley against M, with leave-one-out as the reference, plain and with paraphrases.",
+    "04_mc_budget_and_bounds/auc_and_time_vs_permutations": (
+        "AUC on HotpotQA test and time per context against M, in-domain and trained on MS MARCO."
+    ),
+    "04_mc_budget_and_bounds/error_vs_bound": (
+        "Measured estimator error on real value-network games against the Theorem 3.1 bound, by evaluations of v."
+    ),
+    "04_mc_budget_and_bounds/topk_stability_vs_theorem": (
+        "Top-K stability against M, with the Theorem A.3 sample sizes."
+    ),
+    "05_shapley_vs_loo/recall_vs_permutations": (
+        "Recall of Monte-Carlo Shapley against M, with leave-one-out as the reference, plain and with paraphrases."
+    ),
     "05_shapley_vs_loo/recall_gain_over_loo": "Paired recall gain of Shapley over leave-one-out against M (95% CI).",
-    "05_shapley_vs_loo/table19_scores":
-        "The paper's Table 19 dose-protocol case: the paper's printed LOO/SCP scores above ours.",
-    "06_embedder_ablation/auc_by_embedder":
-        "SCP trained with each embedder beside that embedder's cosine baseline: HotpotQA test AUC (95% CI).",
+    "05_shapley_vs_loo/table19_scores": (
+        "The paper's Table 19 dose-protocol case: the paper's printed LOO/SCP scores above ours."
+    ),
+    "06_embedder_ablation/auc_by_embedder": (
+        "SCP trained with each embedder beside that embedder's cosine baseline: HotpotQA test AUC (95% CI)."
+    ),
     "06_embedder_ablation/auc_vs_embedding_time": "Test AUC against each embedder's encoding time per 1000 sentences.",
     "07_convex_deepsets/auc_by_dataset": "ConvexDeepSets against Deep Sets: test AUC (95% CI) per dataset.",
-    "07_convex_deepsets/violation_rates":
+    "07_convex_deepsets/violation_rates": (
         "Share of sampled supermodularity inequalities violated on real test contexts, logit game and bounded game "
-        "(95% CI over contexts).",
+        "(95% CI over contexts)."
+    ),
     "08_landscape_of_context/shapley_values": "Exact Shapley values on real contexts of at most 12 units.",
     "08_landscape_of_context/core_membership": "Whether the Shapley value lies in the core, and the least-core ε.",
     "08_landscape_of_context/context_tree": "The laminar family of tight sets drawn as a tree.",
     "08_landscape_of_context/pair_interactions": "Pairwise Harsanyi dividends of one context.",
     "08_landscape_of_context/pair_types": "Harsanyi dividends by pair type (gold–gold, gold–other, other–other).",
     "09_compression_and_transfer/keep_ratio_sweep": "Recall, keep rate and token compression against keep ratio.",
-    "09_compression_and_transfer/cross_domain_auc":
-        "Cross-domain training (MS MARCO, FEVER → HotpotQA) for SCP and the pointwise control: test AUC (95% CI).",
-    "10_downstream_qa/qa_by_method":
+    "09_compression_and_transfer/cross_domain_auc": (
+        "Cross-domain training (MS MARCO, FEVER → HotpotQA) for SCP and the pointwise control: test AUC (95% CI)."
+    ),
+    "10_downstream_qa/qa_by_method": (
         "The reader's answer F1 and log P(gold answer) from the context each pruner keeps at r = 0.5, beside the "
-        "full context and closed book (95% CI over questions).",
+        "full context and closed book (95% CI over questions)."
+    ),
     "10_downstream_qa/keep_ratio_sweep": "Answer F1 and log P(gold answer) against the keep ratio (95% bands).",
-    "11_maxshapley/attribution_vs_cost":
-        "MaxShapley (LM and MiniLM relevance) against FullShapley (exact), leave-one-out, Monte Carlo, antithetic Monte "
-        "Carlo and KernelSHAP on MuSiQue with n = 6 sources: Jaccard@K with the gold sources and Kendall τ_b with "
-        "FullShapley against LM tokens and calls per question (95% CI).",
-    "12_entropic_context_shaping/f1_matched":
+    "11_maxshapley/attribution_vs_cost": (
+        "MaxShapley (LM and MiniLM relevance) against FullShapley (exact), leave-one-out, Monte Carlo, antithetic "
+        "Monte Carlo and KernelSHAP on MuSiQue with n = 6 sources: Jaccard@K with the gold sources and Kendall τ_b "
+        "with FullShapley against LM tokens and calls per question (95% CI)."
+    ),
+    "12_entropic_context_shaping/f1_matched": (
         "Evidence-selection F1 when each baseline keeps as many sentences as ECS selected, per ECS variant "
-        "(gold answer a* / the reader's own answer y), HotpotQA and 2Wiki (95% CI).",
-    "12_entropic_context_shaping/prf_vs_k":
+        "(gold answer a* / the reader's own answer y), HotpotQA and 2Wiki (95% CI)."
+    ),
+    "12_entropic_context_shaping/prf_vs_k": (
         "Precision, recall and F1 of the first k greedy ECS picks and each baseline's top k, all from the same BM25 "
-        "candidate pool (95% CI).",
-    "13_interaction_aware/auc_set_vs_control":
+        "candidate pool (95% CI)."
+    ),
+    "13_interaction_aware/auc_set_vs_control": (
         "Test AUC of every set-model variant beside its matched pointwise control, all and bridge questions "
-        "(mean over seeds, 95% CI over examples).",
-    "13_interaction_aware/coverage_by_selection":
+        "(mean over seeds, 95% CI over examples)."
+    ),
+    "13_interaction_aware/coverage_by_selection": (
         "Distinct supporting facts kept on the redundancy-augmented test split at keep 0.3 and 0.5: Shapley top-K, "
-        "greedy selection by marginal value, pointwise top-K.",
-    "13_interaction_aware/table19":
-        "The paper's Table 19 case scored by the chosen set model: exact Shapley and leave-one-out per sentence.",
-    "13_interaction_aware/learning_curve":
+        "greedy selection by marginal value, pointwise top-K."
+    ),
+    "13_interaction_aware/table19": (
+        "The paper's Table 19 case scored by the chosen set model: exact Shapley and leave-one-out per sentence."
+    ),
+    "13_interaction_aware/learning_curve": (
         "HotpotQA test AUC against the number of training contexts (last point: five datasets mixed), set model, "
-        "control and the paper's 3.03M network (mean ± sd over seeds).",
+        "control and the paper's 3.03M network (mean ± sd over seeds)."
+    ),
 }
 
 
@@ -152,14 +196,20 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
     """Write :data:`COLD_RUN` from the executed notebooks of a ``make figures`` run in ``clone`` (a fresh
     clone, started with an empty embedding cache and no trained models): each notebook's time, their sum,
     the clone's commit and ``note`` (the conditions of the run)."""
-    from scp.suite.notebook import git_commit, jsonable
+    from scp.io import jsonable
+    from scp.suite.notebook import git_commit
 
     clone = Path(clone)
     durations = {name: seconds for name, seconds in run_durations(clone / "runs").items() if name in NOTEBOOKS}
     if not durations:
         raise InputError(f"{clone / 'runs'} holds no executed notebook of the suite: run `make figures` there first")
-    record = {"notebooks": durations, "total_s": sum(durations.values()), "git": git_commit(clone),
-              "cpu_count": os.cpu_count(), "note": note}
+    record = {
+        "notebooks": durations,
+        "total_s": sum(durations.values()),
+        "git": git_commit(clone),
+        "cpu_count": os.cpu_count(),
+        "note": note,
+    }
     target = root / COLD_RUN
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(jsonable(record), indent=1) + "\n")
@@ -180,8 +230,13 @@ def _minutes(seconds: float | None, missing: str) -> str:
 
 def gallery(root: Path = ROOT) -> str:
     """``figures/README.md``: every figure embedded with its caption, notebook and paper reference."""
-    lines = ["# Figures", "", "Regenerated by `make figures` (`scp run all`); one folder per notebook. Generated by "
-             "`python -m scp.suite.gallery` — do not edit by hand.", ""]
+    lines = [
+        "# Figures",
+        "",
+        "Regenerated by `make figures` (`scp run all`); one folder per notebook. Generated by "
+        "`python -m scp.suite.gallery` — do not edit by hand.",
+        "",
+    ]
     for name, (what, paper) in NOTEBOOKS.items():
         pngs = figures_of(name, root)
         if not pngs:
@@ -198,8 +253,10 @@ def gallery(root: Path = ROOT) -> str:
 def readme_table(root: Path = ROOT) -> str:
     """The README's notebook → paper → wall time table: the full run behind the committed results (caches
     warm where earlier notebooks filled them), and the recorded fresh-clone run (:data:`COLD_RUN`)."""
-    lines = ["| notebook | what it shows | paper | full run on 2 CPU cores | first run in a fresh clone |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| notebook | what it shows | paper | full run on 2 CPU cores | first run in a fresh clone |",
+        "|---|---|---|---|---|",
+    ]
     for name, (what, paper) in NOTEBOOKS.items():
         if not (root / "notebooks" / f"{name}.ipynb").is_file():
             continue
@@ -212,10 +269,16 @@ def readme_table(root: Path = ROOT) -> str:
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m scp.suite.gallery", description="Write figures/README.md and the "
-                                     "README's notebook table from figures/ and results/.")
-    parser.add_argument("--cold-run", metavar="CLONE", help="first record the times of a `make figures` run in "
-                        "the fresh clone CLONE (its runs/*.ipynb) into " + str(COLD_RUN))
+    parser = argparse.ArgumentParser(
+        prog="python -m scp.suite.gallery",
+        description="Write figures/README.md and the README's notebook table from figures/ and results/.",
+    )
+    parser.add_argument(
+        "--cold-run",
+        metavar="CLONE",
+        help="first record the times of a `make figures` run in "
+        "the fresh clone CLONE (its runs/*.ipynb) into " + str(COLD_RUN),
+    )
     parser.add_argument("--note", default="", help="the conditions of that run, kept with its times")
     args = parser.parse_args(argv)
     if args.cold_run:

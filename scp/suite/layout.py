@@ -64,8 +64,9 @@ def write_readme(root: Path = ROOT) -> bool:
     start, end = MARKERS
     if start not in text or end not in text:
         raise InputError(f"{readme} has no {start} … {end} markers to put the layout table between")
-    new = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{layout_table(root)}\n{end}",
-                 text, flags=re.S)
+    new = re.sub(
+        re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{layout_table(root)}\n{end}", text, flags=re.S
+    )
     readme.write_text(new)
     return new != text
 

@@ -14,17 +14,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import platform
 import subprocess
 import time
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-import numpy as np
-
-from scp.errors import InputError, InputTypeError
+from scp.errors import InputError
+from scp.io import jsonable
 from scp.paths import ROOT
 
 RECORD_MIME = "application/scp+json"
@@ -33,55 +32,39 @@ RECORD_MIME = "application/scp+json"
 RECORDS: dict[str, Any] = {}
 """Every value recorded in this process, by name (what :func:`record` stores outside IPython too)."""
 
-PACKAGES = ("numpy", "scipy", "torch", "pandas", "matplotlib", "seaborn", "shapiq", "papermill",
-            "sentence-transformers", "scp")
+PACKAGES = (
+    "numpy",
+    "scipy",
+    "torch",
+    "pandas",
+    "matplotlib",
+    "seaborn",
+    "shapiq",
+    "papermill",
+    "sentence-transformers",
+    "scp",
+)
 """Packages whose versions :func:`provenance` reports (those not installed are reported as null)."""
 
-__all__ = ["PACKAGES", "RECORDS", "RECORD_MIME", "NotebookRun", "data_file_info", "git_commit", "jsonable",
-           "package_versions", "provenance", "read_records", "record", "repo_root", "resolve_out_dir", "start"]
-
-
-# ---------------------------------------------------------------------------------------------- JSON values
-
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON data: numpy scalars and arrays, tuples, sets, paths and dataclasses
-    (e.g. :class:`scp.core.shapley.ShapleyResult`) are converted; non-finite floats become ``None``.
-
-    Args:
-        value: a scalar, sequence, mapping, numpy object or dataclass instance.
-
-    Returns:
-        The same data built from ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``.
-
-    Raises:
-        TypeError: for anything else (say, a figure or a model).
-    """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, (np.bool_,)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value + 0.0 if math.isfinite(value) else None  # + 0.0 turns -0.0 into 0.0
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, Path):
-        return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value) if isinstance(value, (set, frozenset)) else value
-        return [jsonable(v) for v in items]
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:  # torch scalar
-        return jsonable(value.item())
-    raise InputTypeError(f"cannot record a {type(value).__name__} as JSON; record numbers, strings or short lists")
+__all__ = [
+    "PACKAGES",
+    "RECORDS",
+    "RECORD_MIME",
+    "NotebookRun",
+    "data_file_info",
+    "git_commit",
+    "package_versions",
+    "provenance",
+    "read_records",
+    "record",
+    "repo_root",
+    "resolve_out_dir",
+    "start",
+]
 
 
 # ------------------------------------------------------------------------------------------------- records
+
 
 def _in_ipython() -> bool:
     try:
@@ -96,7 +79,7 @@ def record(name: str, value: Any) -> Any:
 
     Args:
         name: snake_case, with its unit or statistic in it (``auc_mean``, ``seconds_train``).
-        value: a scalar or a short list (converted by :func:`jsonable`).
+        value: a scalar or a short list (converted by :func:`scp.io.jsonable`).
 
     Returns:
         The JSON form of ``value`` (what :func:`read_records` will return for ``name``).
@@ -138,6 +121,7 @@ def read_records(path: str | Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------------- paths
 
+
 def repo_root() -> Path:
     """The repository this package was imported from (the folder above ``scp/`` holding ``pyproject.toml``).
 
@@ -147,8 +131,10 @@ def repo_root() -> Path:
     """
     root = ROOT
     if not (root / "pyproject.toml").is_file():
-        raise RuntimeError(f"scp is not imported from its repository ({root} has no pyproject.toml); "
-                           "pass out_dir to say where figures and results go")
+        raise RuntimeError(
+            f"scp is not imported from its repository ({root} has no pyproject.toml); "
+            "pass out_dir to say where figures and results go"
+        )
     return root
 
 
@@ -158,6 +144,7 @@ def resolve_out_dir(out_dir: str | Path | None = None) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- provenance
+
 
 def package_versions(packages: Iterable[str] = PACKAGES) -> dict[str, str | None]:
     """``{"python": …, package: version or None}`` for the installed distributions."""
@@ -180,8 +167,13 @@ def git_commit(root: str | Path | None = None) -> dict[str, Any]:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:
             return {"commit": None, "dirty": None}
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
-                                capture_output=True, text=True, timeout=10)
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
         return {"commit": sha.stdout.strip(), "dirty": dirty}
     except (OSError, RuntimeError, subprocess.SubprocessError):
@@ -203,8 +195,13 @@ def data_file_info(path: str | Path) -> dict[str, Any]:
     return {"path": shown, "bytes": p.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def provenance(parameters: Mapping[str, Any] | None = None, seeds: Any = None, data_files: Iterable = (),
-               started: float | None = None, **extra: Any) -> dict[str, Any]:
+def provenance(
+    parameters: Mapping[str, Any] | None = None,
+    seeds: Any = None,
+    data_files: Iterable = (),
+    started: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """What a result was computed from, for the JSON beside a table (see :func:`scp.suite.plot.save_table`).
 
     Args:
@@ -220,15 +217,17 @@ def provenance(parameters: Mapping[str, Any] | None = None, seeds: Any = None, d
     params = {k: v for k, v in (parameters or {}).items() if k != "out_dir"}
     if seeds is None:
         seeds = {k: params[k] for k in ("seed", "seeds") if k in params} or None
-    return jsonable({
-        **extra,
-        "parameters": params,
-        "seeds": seeds,
-        "versions": package_versions(),
-        "git": git_commit(),
-        "data_files": [data_file_info(p) for p in data_files],
-        "wall_time_s": None if started is None else round(time.perf_counter() - started, 3),
-    })
+    return jsonable(
+        {
+            **extra,
+            "parameters": params,
+            "seeds": seeds,
+            "versions": package_versions(),
+            "git": git_commit(),
+            "data_files": [data_file_info(p) for p in data_files],
+            "wall_time_s": None if started is None else round(time.perf_counter() - started, 3),
+        }
+    )
 
 
 @dataclasses.dataclass
@@ -266,5 +265,6 @@ def start(name: str, namespace: Mapping[str, Any]) -> NotebookRun:
     if missing:
         raise RuntimeError(f"run the parameters cell of {name} first: {', '.join(missing)} not defined")
     params = {k: namespace[k] for k in names}
-    return NotebookRun(name=name, parameters=params, out_dir=resolve_out_dir(params.get("out_dir")),
-                       started=time.perf_counter())
+    return NotebookRun(
+        name=name, parameters=params, out_dir=resolve_out_dir(params.get("out_dir")), started=time.perf_counter()
+    )

@@ -3,8 +3,9 @@
 - :func:`style` sets seaborn's ``ticks`` theme at the paper's caption size (8 pt), embeds TrueType fonts
   (``pdf.fonttype = 42``) and drops the top and right spines.  Notebooks call it once and never set rcParams.
 - :func:`figure` makes a one-column (3.3 in) or two-column (6.9 in) figure.
-- :data:`COLORS` / :data:`MARKERS` fix the Okabe–Ito colour and the marker of every method; :func:`color` and
-  :func:`marker` also accept aliases (``"loo"``, ``"mc"``, ``"scp"``, …).
+- :func:`color` and :func:`marker` give the fixed Okabe–Ito colour and the marker of a method, read from the
+  method registry (:mod:`scp.pruning.methods`: by name, label or alias, e.g. ``"scp"``, ``"SCP"``, ``"loo"``,
+  ``"Monte Carlo"``), or of a figure element that is no method (:data:`ELEMENTS`: ``"bound"``, ``"supporting"``, …).
 - :func:`band` draws the mean over samples as a line with a 95% CI band (bootstrap via
   :func:`scp.core.metrics.aggregate`, or a Student-t interval).
 - :func:`save` writes ``figures/<name>.pdf`` and a 200 dpi ``.png`` without timestamps, so rerunning an
@@ -18,14 +19,17 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from scp.errors import InputError
-from scp.io import atomic_open
-from scp.suite.notebook import jsonable, resolve_out_dir
+from scp.io import atomic_open, jsonable
+from scp.pruning import methods
+from scp.pruning.methods import OKABE_ITO
+from scp.suite.notebook import resolve_out_dir
 
 COLUMN_WIDTH = 3.3
 """Width of a one-column figure, in inches."""
@@ -36,116 +40,64 @@ FONT_SIZE = 8
 DPI = 200
 """Resolution of saved PNGs."""
 
-OKABE_ITO = {
-    "black": "#000000", "orange": "#E69F00", "sky blue": "#56B4E9", "bluish green": "#009E73",
-    "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "reddish purple": "#CC79A7",
-    "grey": "#999999",
+ELEMENTS = {
+    "bound": (OKABE_ITO["grey"], ""),
+    "supporting": (OKABE_ITO["vermillion"], "o"),
+    "distractor": (OKABE_ITO["grey"], "o"),
+    "full context": (OKABE_ITO["black"], "*"),
+    "closed book": (OKABE_ITO["yellow"], "P"),
 }
-"""The Okabe–Ito colour-blind-safe palette (plus a neutral grey)."""
+"""(colour, marker) of the figure elements that are not methods: bounds and reference lines, the two classes of
+units, and the reference conditions of notebook 10 (the whole context, no context)."""
 
-COLORS = {
-    "SCP": OKABE_ITO["vermillion"],
-    "pointwise control": OKABE_ITO["blue"],
-    "BM25": OKABE_ITO["bluish green"],
-    "MiniLM cosine": OKABE_ITO["sky blue"],
-    "random": OKABE_ITO["grey"],
-    "leave-one-out": OKABE_ITO["orange"],
-    "exact": OKABE_ITO["black"],
-    "Monte Carlo": OKABE_ITO["reddish purple"],
-    "Monte Carlo (antithetic)": OKABE_ITO["blue"],
-    "shapiq": OKABE_ITO["sky blue"],
-    "bound": OKABE_ITO["grey"],
-    "least core": OKABE_ITO["vermillion"],
-    "other": OKABE_ITO["yellow"],
-    "supporting": OKABE_ITO["vermillion"],
-    "distractor": OKABE_ITO["grey"],
-    "SCP, transferred": OKABE_ITO["reddish purple"],
-    "paper network (3.03M)": OKABE_ITO["black"],
-    "ConvexDeepSets": OKABE_ITO["reddish purple"],
-    "full context": OKABE_ITO["black"],
-    "closed book": OKABE_ITO["yellow"],
-    "MaxShapley": OKABE_ITO["vermillion"],
-    "MaxShapley (embeddings)": OKABE_ITO["bluish green"],
-    "KernelSHAP": OKABE_ITO["sky blue"],
-    "ECS": OKABE_ITO["reddish purple"],
-    "ECS (trajectory divergence)": OKABE_ITO["orange"],
-    "TF-IDF": OKABE_ITO["sky blue"],
-    "greedy v(S)": OKABE_ITO["bluish green"],
-}
-"""Colour of each method, fixed for every figure of the suite."""
-
-MARKERS = {
-    "SCP": "o",
-    "pointwise control": "s",
-    "BM25": "^",
-    "MiniLM cosine": "v",
-    "random": "x",
-    "leave-one-out": "D",
-    "exact": "*",
-    "Monte Carlo": "o",
-    "Monte Carlo (antithetic)": "s",
-    "shapiq": "+",
-    "bound": "",
-    "least core": "D",
-    "other": "P",
-    "supporting": "o",
-    "distractor": "o",
-    "SCP, transferred": "s",
-    "paper network (3.03M)": "P",
-    "ConvexDeepSets": "D",
-    "full context": "*",
-    "closed book": "P",
-    "MaxShapley": "h",
-    "MaxShapley (embeddings)": "^",
-    "KernelSHAP": "P",
-    "ECS": "D",
-    "ECS (trajectory divergence)": "P",
-    "TF-IDF": "x",
-    "greedy v(S)": "v",
-}
-"""Marker of each method (same keys as :data:`COLORS`)."""
-
-ALIASES = {
-    "scp": "SCP", "deepsets": "SCP", "pointwise": "pointwise control", "bm25": "BM25",
-    "minilm": "MiniLM cosine", "cosine": "MiniLM cosine", "minilm cosine": "MiniLM cosine",
-    "loo": "leave-one-out", "leave_one_out": "leave-one-out", "leave-one-out": "leave-one-out",
-    "shapley": "exact", "exact": "exact", "mc": "Monte Carlo", "monte_carlo": "Monte Carlo",
-    "monte carlo": "Monte Carlo", "antithetic": "Monte Carlo (antithetic)",
-    "monte carlo (antithetic)": "Monte Carlo (antithetic)", "random": "random", "shapiq": "shapiq",
-    "bound": "bound", "theorem 3.1": "bound",
-    "least core": "least core", "least_core": "least core",
-    "paper": "paper network (3.03M)", "paper network": "paper network (3.03M)",
-    "convex": "ConvexDeepSets", "convexdeepsets": "ConvexDeepSets",
-    "full": "full context", "closed-book": "closed book", "maxshapley": "MaxShapley", "kernelshap": "KernelSHAP",
-    "ecs": "ECS", "tfidf": "TF-IDF", "tf-idf": "TF-IDF", "greedy": "greedy v(S)",
-}
-"""Lower-case spellings accepted by :func:`color` and :func:`marker`, mapped to the keys of :data:`COLORS`."""
-
-__all__ = ["ALIASES", "COLORS", "COLUMN_WIDTH", "DPI", "FONT_SIZE", "MARKERS", "OKABE_ITO", "PAGE_WIDTH", "band",
-           "canonical", "color", "draw_tree", "figure", "marker", "save", "save_table", "style", "tree_layout"]
+__all__ = [
+    "COLUMN_WIDTH",
+    "DPI",
+    "ELEMENTS",
+    "FONT_SIZE",
+    "PAGE_WIDTH",
+    "band",
+    "color",
+    "draw_tree",
+    "figure",
+    "marker",
+    "save",
+    "save_table",
+    "style",
+    "style_of",
+    "tree_layout",
+]
 
 
-def canonical(method: str) -> str | None:
-    """The key of :data:`COLORS` for ``method`` (exact key or alias, case-insensitive), else ``None``."""
-    if method in COLORS:
-        return method
-    return ALIASES.get(str(method).strip().lower())
+def style_of(key: str) -> tuple[str, str] | None:
+    """(colour, marker) of a figure key: an element of :data:`ELEMENTS`, else a method of the registry
+    (:func:`scp.pruning.methods.find`: its name, label or an alias; case-insensitive); ``None`` for neither."""
+    element = ELEMENTS.get(str(key).strip().casefold())  # the keys are lower case
+    if element is not None:
+        return element
+    method = methods.find(key)
+    return None if method is None else (method.color, method.marker)
 
 
-def color(method: str) -> str:
-    """The fixed colour of ``method``; raises ``KeyError`` naming the known methods for an unknown one."""
-    key = canonical(method)
-    if key is None:
-        raise KeyError(f"no colour for method {method!r}; add it to scp.suite.plot.COLORS (known: {', '.join(COLORS)})")
-    return COLORS[key]
+def _known() -> str:
+    return ", ".join([*ELEMENTS, *methods.names()])
 
 
-def marker(method: str) -> str:
-    """The fixed marker of ``method`` (see :func:`color`)."""
-    key = canonical(method)
-    if key is None:
-        raise KeyError(f"no marker for method {method!r}; add it to scp.suite.plot.MARKERS (known: {', '.join(MARKERS)})")
-    return MARKERS[key]
+def color(key: str) -> str:
+    """The fixed colour of a method (its name, label or alias) or figure element; ``KeyError`` naming the known
+    ones for anything else."""
+    found = style_of(key)
+    if found is None:
+        raise KeyError(f"no colour for method {key!r}; register it in scp.pruning.methods (known: {_known()})")
+    return found[0]
+
+
+def marker(key: str) -> str:
+    """The fixed marker of a method or figure element (see :func:`color`)."""
+    found = style_of(key)
+    if found is None:
+        raise KeyError(f"no marker for method {key!r}; register it in scp.pruning.methods (known: {_known()})")
+    return found[1]
 
 
 def style() -> None:
@@ -154,17 +106,36 @@ def style() -> None:
     import seaborn as sns
 
     sns.set_theme(context="paper", style="ticks", palette=list(OKABE_ITO.values())[:8], font="DejaVu Sans")
-    mpl.rcParams.update({
-        "font.size": FONT_SIZE, "axes.titlesize": FONT_SIZE, "axes.labelsize": FONT_SIZE,
-        "xtick.labelsize": FONT_SIZE - 1, "ytick.labelsize": FONT_SIZE - 1, "legend.fontsize": FONT_SIZE - 1,
-        "legend.title_fontsize": FONT_SIZE, "figure.titlesize": FONT_SIZE,
-        "axes.spines.top": False, "axes.spines.right": False, "legend.frameon": False,
-        "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none",
-        "figure.dpi": 100, "savefig.dpi": DPI, "savefig.bbox": "tight", "savefig.pad_inches": 0.02,
-        "lines.linewidth": 1.2, "lines.markersize": 4, "axes.linewidth": 0.6,
-        "xtick.major.width": 0.6, "ytick.major.width": 0.6, "grid.linewidth": 0.4,
-        "image.cmap": "viridis", "figure.constrained_layout.use": True,
-    })
+    mpl.rcParams.update(
+        {
+            "font.size": FONT_SIZE,
+            "axes.titlesize": FONT_SIZE,
+            "axes.labelsize": FONT_SIZE,
+            "xtick.labelsize": FONT_SIZE - 1,
+            "ytick.labelsize": FONT_SIZE - 1,
+            "legend.fontsize": FONT_SIZE - 1,
+            "legend.title_fontsize": FONT_SIZE,
+            "figure.titlesize": FONT_SIZE,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "legend.frameon": False,
+            "pdf.fonttype": 42,
+            "ps.fonttype": 42,
+            "svg.fonttype": "none",
+            "figure.dpi": 100,
+            "savefig.dpi": DPI,
+            "savefig.bbox": "tight",
+            "savefig.pad_inches": 0.02,
+            "lines.linewidth": 1.2,
+            "lines.markersize": 4,
+            "axes.linewidth": 0.6,
+            "xtick.major.width": 0.6,
+            "ytick.major.width": 0.6,
+            "grid.linewidth": 0.4,
+            "image.cmap": "viridis",
+            "figure.constrained_layout.use": True,
+        }
+    )
 
 
 def figure(kind: str = "column", aspect: float | None = None, nrows: int = 1, ncols: int = 1, **kwargs):
@@ -215,15 +186,26 @@ def _interval(samples: np.ndarray, ci: str, level: float, seed: int) -> tuple[np
     return mean, low, high
 
 
-def band(ax, x: Sequence[float], samples, label: str, ci: str = "bootstrap", level: float = 0.95,
-         color: str | None = None, marker: str | None = None, seed: int = 0, alpha: float = 0.25, **line_kw):
+def band(
+    ax,
+    x: Sequence[float],
+    samples,
+    label: str,
+    ci: str = "bootstrap",
+    level: float = 0.95,
+    color: str | None = None,
+    marker: str | None = None,
+    seed: int = 0,
+    alpha: float = 0.25,
+    **line_kw,
+):
     """Plot the mean of ``samples`` against ``x`` with a shaded confidence band for that mean.
 
     Args:
         ax: a matplotlib axes.
         x: the k positions (e.g. budgets M).
         samples: (k, r) values, r repeats per position (the sample axis is the last one); ``nan`` is skipped.
-        label: legend label; also picks the method's colour and marker when it names one (see :func:`color`).
+        label: legend label; also picks the method's colour and marker when it names one (see :func:`style_of`).
         ci: ``"bootstrap"`` (percentile bootstrap of the mean, :func:`scp.core.metrics.aggregate`) or ``"t"``
             (Student-t interval).
         level: confidence level of the band (0.95).
@@ -245,9 +227,9 @@ def band(ax, x: Sequence[float], samples, label: str, ci: str = "bootstrap", lev
         s = s[:, None]
     if s.ndim != 2 or s.shape[0] != x.size:
         raise InputError(f"samples must have shape (len(x), repeats) = ({x.size}, r); got {np.shape(samples)}")
-    key = canonical(label)
-    c = color if color is not None else (COLORS[key] if key else None)
-    m = marker if marker is not None else (MARKERS[key] if key else None)
+    found = style_of(label)
+    c = color if color is not None else (found[0] if found else None)
+    m = marker if marker is not None else (found[1] if found else None)
     mean, low, high = _interval(s, ci, level, seed)
     (line,) = ax.plot(x, mean, label=label, color=c, marker=m or None, **line_kw)
     if np.isfinite(low).any():
@@ -256,6 +238,7 @@ def band(ax, x: Sequence[float], samples, label: str, ci: str = "bootstrap", lev
 
 
 # ------------------------------------------------------------------------------------------------- saving
+
 
 def _target(kind: str, name: str, out_dir) -> Path:
     rel = Path(name)
@@ -284,8 +267,11 @@ def save(fig, name: str, out_dir: str | Path | None = None, formats: Iterable[st
         The paths written, in the order of ``formats``.  Unchanged files are not rewritten (their bytes
         and modification times stay as they were).
     """
-    metadata = {"pdf": {"CreationDate": None, "ModDate": None, "Producer": None},
-                "png": {"Software": None}, "svg": {"Date": None}}
+    metadata = {
+        "pdf": {"CreationDate": None, "ModDate": None, "Producer": None},
+        "png": {"Software": None},
+        "svg": {"Date": None},
+    }
     paths = []
     for fmt in formats:
         buf = io.BytesIO()
@@ -332,16 +318,30 @@ def save_table(table, name: str, out_dir: str | Path | None = None, provenance: 
     writer = csv.writer(text, lineterminator="\n")
     writer.writerow(columns)
     for r in rows:
-        writer.writerow(["" if r[c] is None else (repr(r[c]) if isinstance(r[c], float) else
-                                                  json.dumps(r[c]) if isinstance(r[c], (list, dict)) else r[c])
-                         for c in columns])
+        writer.writerow(
+            [
+                ""
+                if r[c] is None
+                else (
+                    repr(r[c])
+                    if isinstance(r[c], float)
+                    else json.dumps(r[c])
+                    if isinstance(r[c], (list, dict))
+                    else r[c]
+                )
+                for c in columns
+            ]
+        )
     doc = {"name": name, "columns": columns, "rows": rows, "provenance": jsonable(provenance or {})}
     base = _target("results", name, out_dir)
-    return [_write_if_changed(base.with_name(f"{base.name}.csv"), text.getvalue().encode()),
-            _write_if_changed(base.with_name(f"{base.name}.json"), (json.dumps(doc, indent=1) + "\n").encode())]
+    return [
+        _write_if_changed(base.with_name(f"{base.name}.csv"), text.getvalue().encode()),
+        _write_if_changed(base.with_name(f"{base.name}.json"), (json.dumps(doc, indent=1) + "\n").encode()),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- trees
+
 
 def tree_layout(root) -> tuple[dict, list[tuple]]:
     """Positions for drawing a context tree (:class:`scp.core.theory.ContextNode`) with its players as leaves.
@@ -387,8 +387,14 @@ def tree_layout(root) -> tuple[dict, list[tuple]]:
     return positions, edges
 
 
-def draw_tree(ax, root, leaf_labels: Mapping[int, str] | None = None, leaf_colors: Mapping[int, str] | None = None,
-              node_label=None, fontsize: float = FONT_SIZE - 1):
+def draw_tree(
+    ax,
+    root,
+    leaf_labels: Mapping[int, str] | None = None,
+    leaf_colors: Mapping[int, str] | None = None,
+    node_label=None,
+    fontsize: float = FONT_SIZE - 1,
+):
     """Draw a context tree as a tree: nodes as dots labelled by ``node_label(players)`` (default the number of
     players), players as coloured leaves with their labels rotated below.  Uses :func:`tree_layout`.
 
@@ -416,8 +422,16 @@ def draw_tree(ax, root, leaf_labels: Mapping[int, str] | None = None, leaf_color
         else:
             c = (leaf_colors or {}).get(key, grey)
             ax.scatter([x], [y], s=30, color=c, zorder=2, edgecolor="white", linewidth=0.5)
-            ax.annotate((leaf_labels or {}).get(key, str(key)), (x, y), xytext=(0, -6), textcoords="offset points",
-                        rotation=90, ha="center", va="top", fontsize=fontsize, color=c)
+            ax.annotate(
+                (leaf_labels or {}).get(key, str(key)),
+                (x, y),
+                xytext=(0, -6),
+                textcoords="offset points",
+                rotation=90,
+                ha="center",
+                va="top",
+                fontsize=fontsize,
+                color=c,
+            )
     ax.set_axis_off()
     return positions
-

@@ -28,10 +28,11 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -47,9 +48,24 @@ number."""
 RUNNER_KEYS = ("out_dir",)
 """Parameters the runner sets itself; they may not appear in parameter files or ``-p``."""
 
-__all__ = ["DEPENDS", "NotebookFailed", "ParameterError", "RunnerError", "add_subparser", "check_params_in_sync",
-           "load_params", "main", "notebook_defaults", "notebook_names", "notebook_parameters", "order",
-           "parse_overrides", "resolve_params", "run", "run_notebook"]
+__all__ = [
+    "DEPENDS",
+    "NotebookFailed",
+    "ParameterError",
+    "RunnerError",
+    "add_subparser",
+    "check_params_in_sync",
+    "load_params",
+    "main",
+    "notebook_defaults",
+    "notebook_names",
+    "notebook_parameters",
+    "order",
+    "parse_overrides",
+    "resolve_params",
+    "run",
+    "run_notebook",
+]
 
 
 class RunnerError(Exception):
@@ -75,8 +91,10 @@ class NotebookFailed(RunnerError):
     def __str__(self) -> str:
         first = next((line for line in self.cell_source.splitlines() if line.strip()), "")
         cell = "a cell" if self.cell_index is None else f"cell {self.cell_index}"
-        return (f"notebook {self.name} failed in {cell} ({first.strip()[:80]!r}): {self.ename}: {self.evalue}\n"
-                f"  executed copy with the full traceback: {_show(self.executed)}")
+        return (
+            f"notebook {self.name} failed in {cell} ({first.strip()[:80]!r}): {self.ename}: {self.evalue}\n"
+            f"  executed copy with the full traceback: {_show(self.executed)}"
+        )
 
 
 def _show(path: Path) -> str:
@@ -87,6 +105,7 @@ def _show(path: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------ notebooks
+
 
 def notebook_names(notebooks_dir: Path | None = None) -> list[str]:
     """Names (file stems) of all notebooks under ``notebooks/``, in reading order (by their number)."""
@@ -111,8 +130,10 @@ def _inspect(name: str, notebooks_dir: Path | None = None) -> dict[str, dict]:
         message = " ".join(str(exc).split())[:200]
         raise DataFormatError(f"notebook {_show(path)} cannot be read ({type(exc).__name__}: {message})") from None
     if not params:
-        raise ParameterError(f"notebook {name} has no cell tagged 'parameters' (or papermill could not parse it: "
-                             "no annotations, no '=' in comments)")
+        raise ParameterError(
+            f"notebook {name} has no cell tagged 'parameters' (or papermill could not parse it: "
+            "no annotations, no '=' in comments)"
+        )
     return params
 
 
@@ -147,8 +168,9 @@ def _literal_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str,
     try:
         tree = ast.parse(cell.source)
     except SyntaxError as exc:
-        raise ParameterError(f"notebook {name}: its parameters cell is not plain Python (line {exc.lineno}: "
-                             f"{exc.msg})") from None
+        raise ParameterError(
+            f"notebook {name}: its parameters cell is not plain Python (line {exc.lineno}: {exc.msg})"
+        ) from None
     out: dict[str, Any] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -171,8 +193,14 @@ def _kind(value: Any) -> str | None:
     """The kind of a default that a value must match: bool, int, float, str, list, dict, or None (anything)."""
     if value is None or value is _ANY:
         return None
-    for kind, types in (("bool", bool), ("int", int), ("float", float), ("str", str), ("list", (list, tuple)),
-                        ("dict", dict)):
+    for kind, types in (
+        ("bool", bool),
+        ("int", int),
+        ("float", float),
+        ("str", str),
+        ("list", (list, tuple)),
+        ("dict", dict),
+    ):
         if isinstance(value, types):
             return kind
     return type(value).__name__
@@ -186,8 +214,14 @@ def _element_kind(default: Sequence) -> str | None:
     return next(iter(kinds)) if len(kinds) == 1 and kinds <= {"bool", "str"} else None
 
 
-_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
-          "dict": "a mapping"}
+_WORDS = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "list": "a list",
+    "dict": "a mapping",
+}
 _PLURAL = {"bool": "true/false values", "int": "integers", "float": "numbers", "str": "strings"}
 _SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # 1e-3: YAML 1.1 reads it as a string
 
@@ -235,8 +269,10 @@ def _checked(name: str, where: str, key: str, value: Any, default: Any) -> Any:
     if ok:
         return value
     hint = " (quote it to pass text)" if kind == "str" and where == "-p" else ""
-    raise ParameterError(f"{where}: parameter {key} of notebook {name} expects {expected} (its default is "
-                         f"{_short(default)}); got {_short(value)} ({type(value).__name__}){hint}")
+    raise ParameterError(
+        f"{where}: parameter {key} of notebook {name} expects {expected} (its default is "
+        f"{_short(default)}); got {_short(value)} ({type(value).__name__}){hint}"
+    )
 
 
 def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = None) -> list[str]:
@@ -266,6 +302,7 @@ def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = No
 
 # ----------------------------------------------------------------------------------------- parameters
 
+
 def _read_params(path: Path, name: str) -> tuple[dict, dict]:
     """(full-run values, smoke overrides) of a parameter file; a missing, unreadable or malformed file raises an
     :class:`~scp.errors.SCPError` naming it."""
@@ -282,14 +319,17 @@ def _read_params(path: Path, name: str) -> tuple[dict, dict]:
         raise ParameterError(f"{_show(path)}{line}: not valid YAML ({problem})") from None
     params = {} if params is None else params
     if not isinstance(params, dict):
-        raise ParameterError(f"{_show(path)} must hold a mapping of parameter names to values, not a "
-                             f"{type(params).__name__}")
+        raise ParameterError(
+            f"{_show(path)} must hold a mapping of parameter names to values, not a {type(params).__name__}"
+        )
     params = dict(params)
     smoke_values = params.pop("smoke", None)
     smoke_values = {} if smoke_values is None else smoke_values
     if not isinstance(smoke_values, dict):
-        raise ParameterError(f"{_show(path)}: the smoke section must be a mapping of parameter names to values, "
-                             f"not a {type(smoke_values).__name__}")
+        raise ParameterError(
+            f"{_show(path)}: the smoke section must be a mapping of parameter names to values, "
+            f"not a {type(smoke_values).__name__}"
+        )
     return params, smoke_values
 
 
@@ -315,8 +355,13 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def resolve_params(name: str, smoke: bool = False, overrides: Mapping[str, Any] | None = None,
-                   params_dir: Path | None = None, notebooks_dir: Path | None = None) -> dict[str, Any]:
+def resolve_params(
+    name: str,
+    smoke: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+    params_dir: Path | None = None,
+    notebooks_dir: Path | None = None,
+) -> dict[str, Any]:
     """The parameters of one run: ``params/NAME.yaml`` (with ``smoke:`` applied for a smoke run), then ``overrides``.
 
     Every value (of the file, both sections, and ``overrides``) is checked against the type of its default in the
@@ -338,15 +383,19 @@ def resolve_params(name: str, smoke: bool = False, overrides: Mapping[str, Any] 
         keys = list(values)
         unknown = [k for k in keys if k not in declared]
         if unknown:
-            raise ParameterError(f"{where}: unknown parameter {', '.join(map(repr, unknown))} for notebook {name} "
-                                 f"(its parameters cell declares {', '.join(declared)})")
+            raise ParameterError(
+                f"{where}: unknown parameter {', '.join(map(repr, unknown))} for notebook {name} "
+                f"(its parameters cell declares {', '.join(declared)})"
+            )
         reserved = [k for k in keys if k in RUNNER_KEYS]
         if reserved:
-            raise ParameterError(f"{where}: {', '.join(reserved)} is set by the runner "
-                                 "(use --out for the output folder)")
+            raise ParameterError(
+                f"{where}: {', '.join(reserved)} is set by the runner (use --out for the output folder)"
+            )
     defaults = _literal_defaults(name, notebooks_dir)
-    full, smoke_values, given = ({k: _checked(name, where, k, v, defaults.get(k, _ANY)) for k, v in values.items()}
-                                 for where, values in sections)
+    full, smoke_values, given = (
+        {k: _checked(name, where, k, v, defaults.get(k, _ANY)) for k, v in values.items()} for where, values in sections
+    )
     return {**full, **(smoke_values if smoke else {}), **given}
 
 
@@ -356,15 +405,18 @@ def check_params_in_sync(name: str, params_dir: Path | None = None, notebooks_di
     defaults = {k: v for k, v in notebook_defaults(name, notebooks_dir).items() if k not in RUNNER_KEYS}
     full = load_params(name, False, params_dir)
     if set(full) != set(defaults):
-        raise ParameterError(f"{name}: params file keys {sorted(full)} differ from the parameters cell's "
-                             f"{sorted(defaults)}")
+        raise ParameterError(
+            f"{name}: params file keys {sorted(full)} differ from the parameters cell's {sorted(defaults)}"
+        )
     differ = [f"{k}: yaml {full[k]!r} vs notebook {defaults[k]!r}" for k in defaults if full[k] != defaults[k]]
     if differ:
-        raise ParameterError(f"{name}: its params file and parameters cell disagree ({'; '.join(differ)}); "
-                             "keep them equal")
+        raise ParameterError(
+            f"{name}: its params file and parameters cell disagree ({'; '.join(differ)}); keep them equal"
+        )
 
 
 # ------------------------------------------------------------------------------------------------ runs
+
 
 def _source_cell_index(executed: Path, index: int | None) -> int | None:
     """Map a cell index of the executed copy (which has papermill's injected cell) to the source notebook's."""
@@ -400,9 +452,15 @@ def _kernel_manager_class():
     return IPCKernelManager
 
 
-def run_notebook(name: str, smoke: bool = False, out_dir: str | Path | None = None,
-                 params: Mapping[str, Any] | None = None, executed: str | Path | None = None,
-                 log_output: bool = False, **overrides) -> Path:
+def run_notebook(
+    name: str,
+    smoke: bool = False,
+    out_dir: str | Path | None = None,
+    params: Mapping[str, Any] | None = None,
+    executed: str | Path | None = None,
+    log_output: bool = False,
+    **overrides,
+) -> Path:
     """Execute ``notebooks/NAME.ipynb`` with papermill and return the executed copy's path.
 
     Args:
@@ -429,28 +487,43 @@ def run_notebook(name: str, smoke: bool = False, out_dir: str | Path | None = No
         raise RunnerError("a smoke run needs an out_dir (a temporary folder), never the repository's figures/")
     out = ROOT if out_dir is None else Path(out_dir).expanduser().resolve()
     if smoke and out == ROOT:
-        raise RunnerError("a smoke run may not write into the repository's figures/ and results/; "
-                          "give it another folder")
+        raise RunnerError(
+            "a smoke run may not write into the repository's figures/ and results/; give it another folder"
+        )
     if executed is None:
         executed = (RUNS / "smoke" if smoke else RUNS) if out == ROOT else out / "runs"
         executed = Path(executed) / f"{name}.ipynb"
     executed = Path(executed)
     executed.parent.mkdir(parents=True, exist_ok=True)
     try:
-        papermill.execute_notebook(str(source), str(executed), parameters={**values, "out_dir": str(out)},
-                                   cwd=str(source.parent), kernel_name="python3", progress_bar=False,
-                                   log_output=log_output, kernel_manager_class=_kernel_manager_class())
+        papermill.execute_notebook(
+            str(source),
+            str(executed),
+            parameters={**values, "out_dir": str(out)},
+            cwd=str(source.parent),
+            kernel_name="python3",
+            progress_bar=False,
+            log_output=log_output,
+            kernel_manager_class=_kernel_manager_class(),
+        )
     except PapermillExecutionError as exc:
-        raise NotebookFailed(name, _source_cell_index(executed, exc.cell_index), exc.source or "", exc.ename,
-                             str(exc.evalue), executed) from None
+        raise NotebookFailed(
+            name, _source_cell_index(executed, exc.cell_index), exc.source or "", exc.ename, str(exc.evalue), executed
+        ) from None
     except (DeadKernelError, CellTimeoutError) as exc:
-        raise NotebookFailed(name, None, "", type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc) else "",
-                             executed) from None
+        raise NotebookFailed(
+            name, None, "", type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc) else "", executed
+        ) from None
     return executed
 
 
-def run(names: str | Sequence[str] = "all", smoke: bool = False, params: Mapping[str, Any] | None = None,
-        out_dir: str | Path | None = None, echo=print) -> dict[str, Path]:
+def run(
+    names: str | Sequence[str] = "all",
+    smoke: bool = False,
+    params: Mapping[str, Any] | None = None,
+    out_dir: str | Path | None = None,
+    echo=print,
+) -> dict[str, Path]:
     """Run notebooks in dependency order, printing each one's name and time; stop at the first failure.
 
     Args:
@@ -477,7 +550,7 @@ def run(names: str | Sequence[str] = "all", smoke: bool = False, params: Mapping
     for key in params:
         if not any(key in d for d in declared.values()):
             if len(todo) == 1:
-                resolve_params(todo[0], smoke, {key: params[key]})    # raises, naming the declared parameters
+                resolve_params(todo[0], smoke, {key: params[key]})  # raises, naming the declared parameters
             raise ParameterError(f"-p {key}: no notebook among {', '.join(todo)} declares a parameter {key!r}")
     mine_of = {n: {k: v for k, v in params.items() if k in declared[n]} for n in todo}
     for name in todo:  # every notebook's parameters (files and -p) are checked before any kernel starts
@@ -496,23 +569,37 @@ def run(names: str | Sequence[str] = "all", smoke: bool = False, params: Mapping
             except RunnerError:
                 echo(f"[{i}/{len(todo)}] {name} failed after {time.perf_counter() - t0:.1f} s", flush=True)
                 raise
-            echo(f"[{i}/{len(todo)}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}",
-                 flush=True)
+            echo(
+                f"[{i}/{len(todo)}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}",
+                flush=True,
+            )
     return executed
 
 
 # --------------------------------------------------------------------------------------------------- CLI
 
+
 def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("names", nargs="*", metavar="NAME", help="notebook names (file stems under notebooks/), or all")
     parser.add_argument("--all", action="store_true", help="run every notebook (same as the name all)")
-    parser.add_argument("--smoke", action="store_true",
-                        help="tiny parameters (the smoke: section) and a temporary output folder")
-    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a parameter (value read as YAML); repeatable")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="write figures/ and results/ here instead (default: the repository, or a temporary "
-                             "folder with --smoke)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny parameters (the smoke: section) and a temporary output folder"
+    )
+    parser.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter (value read as YAML); repeatable",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write figures/ and results/ here instead (default: the repository, or a temporary folder with --smoke)",
+    )
     parser.set_defaults(func=_cli, runner_prog=parser.prog)
     return parser
 
@@ -522,8 +609,11 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
 
     Its handler is stored as ``func`` and returns the exit status: ``args.func(args)``.
     """
-    return _configure(subparsers.add_parser("run", help="execute notebooks with their parameter files (papermill)",
-                                            description=__doc__.splitlines()[0]))
+    return _configure(
+        subparsers.add_parser(
+            "run", help="execute notebooks with their parameter files (papermill)", description=__doc__.splitlines()[0]
+        )
+    )
 
 
 def _cli(args: argparse.Namespace) -> int:
@@ -538,8 +628,9 @@ def _cli(args: argparse.Namespace) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} is a file; give a folder for figures/, results/ and runs/")
     if args.out is not None and file_above(args.out) is not None:
-        raise InputError(f"--out {args.out}: its folder {file_above(args.out)} is a file, so nothing can be written "
-                         "under it")
+        raise InputError(
+            f"--out {args.out}: its folder {file_above(args.out)} is a file, so nothing can be written under it"
+        )
     try:
         run(names, smoke=args.smoke, params=parse_overrides(args.param), out_dir=args.out)
     except SCPError:

@@ -13,17 +13,17 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from scp.core.fast_path import deepsets_shapley
 from scp.core.metrics import aggregate, pairwise_auc
-from scp.core.shapley import deepsets_shapley
 from scp.data.coalition_targets import batch_targets
 from scp.data.features import Context, collate
 from scp.devices import resolve_device
@@ -39,17 +39,28 @@ from scp.models.factory import (
     weights_fingerprint,
 )
 from scp.models.pointwise import PointwiseScorer
+from scp.models.scoring import score_contexts
 from scp.models.value_net import ConvexDeepSets
 
 
-def unit_scores(model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int) -> torch.Tensor:
-    """(b, n) scores: Monte-Carlo Shapley values for set models (each context's permutations seeded by
-    ``seed`` and its key, see :meth:`Batch.seeds`), MLP outputs for the pointwise control."""
+def differentiable_scores(model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int) -> torch.Tensor:
+    """(b, n) scores the loss differentiates: Monte-Carlo Shapley values for set models through the fast path
+    (:func:`scp.core.fast_path.deepsets_shapley`, each context's permutations seeded by ``seed`` and its key, see
+    :meth:`Batch.seeds`), MLP outputs for the pointwise control.  Evaluation scores the same way without gradients
+    through :func:`scp.models.scoring.score_contexts`."""
     if isinstance(model, PointwiseScorer):
         return model(batch.units, batch.query, batch.mask, batch.extra)
-    extra = batch.extra if model.n_extra else None
-    return deepsets_shapley(model, batch.units, batch.query, batch.mask, extra, n_permutations=n_permutations,
-                            antithetic=antithetic, seed=batch.seeds(seed)).values
+    extra = batch.extra
+    return deepsets_shapley(
+        model,
+        batch.units,
+        batch.query,
+        batch.mask,
+        extra,
+        n_permutations=n_permutations,
+        antithetic=antithetic,
+        seed=batch.seeds(seed),
+    ).values
 
 
 def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float) -> torch.Tensor:
@@ -65,11 +76,13 @@ def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch
     return (hinge.sum((1, 2))[valid] / n_pairs[valid]).mean()
 
 
-def coalition_loss(model: nn.Module, batch, contexts: Sequence[Context], config: TrainConfig, seed: int) -> torch.Tensor:
+def coalition_loss(
+    model: nn.Module, batch, contexts: Sequence[Context], config: TrainConfig, seed: int
+) -> torch.Tensor:
     """mean over contexts and sampled coalitions S of (v(S) − B·t(S))², ψ computed once per context."""
     seeds = [seed + i for i in range(len(contexts))]
     coalitions, targets = batch_targets(contexts, batch.mask.shape[1], config.set_targets, config.n_coalitions, seeds)
-    h, base = model.encode(batch.units, batch.query, batch.extra if model.n_extra else None, batch.mask)
+    h, base = model.encode(batch.units, batch.query, batch.extra, batch.mask)
     values = model.pooled_value(base[:, None, :] + coalitions.to(h.device, h.dtype) @ h)  # (b, k)
     return ((values - model.bound * targets.to(values.device)) ** 2).mean()
 
@@ -81,11 +94,13 @@ def has_pairs(context: Context) -> bool:
 
 # --------------------------------------------------------------------------------------------- checkpoints
 
+
 def ids_hash(ids: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()
 
 
 # ------------------------------------------------------------------------------------------------ training
+
 
 @dataclass
 class TrainResult:
@@ -98,30 +113,35 @@ class TrainResult:
 
 def training_environment(device: torch.device) -> dict:
     """What bit-identical training depends on beyond code, config and data (recorded in checkpoints)."""
-    return {"torch": str(torch.__version__), "threads": torch.get_num_threads(), "device": str(device),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    return {
+        "torch": str(torch.__version__),
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def inputs_fingerprint(train_contexts: Sequence[Context], val_contexts: Sequence[Context]) -> str:
     """sha256 of every tensor training reads (embeddings, features, labels): equal fingerprints mean the same
     inputs to the bit.  Embeddings of the same texts can differ in the last bits when a model encodes them in
     other batches (padding), so a cold embedding cache may give other inputs than a warm one."""
-    return checkpoint.content_checksum({"contexts": [(c.units, c.query, c.extra, c.labels)
-                                                     for c in (*train_contexts, *val_contexts)]})
+    return checkpoint.content_checksum(
+        {"contexts": [(c.units, c.query, c.extra, c.labels) for c in (*train_contexts, *val_contexts)]}
+    )
 
 
 def evaluate_auc(model: nn.Module, contexts: Sequence[Context], config: TrainConfig, batch_size: int = 32) -> dict:
     """Mean per-context pairwise AUC (bootstrap CI) of the model's unit scores, fixed evaluation seed."""
-    was_training = model.training
-    model.eval()
-    aucs = []
-    with torch.no_grad():
-        for s in range(0, len(contexts), batch_size):
-            chunk = contexts[s:s + batch_size]
-            batch = collate(chunk, next(model.parameters()).device)
-            scores = unit_scores(model, batch, config.eval_permutations, config.antithetic, config.seed).cpu()
-            aucs += [pairwise_auc(scores[i, :c.n_units].numpy(), c.labels.numpy()) for i, c in enumerate(chunk)]
-    model.train(was_training)
+    results = score_contexts(
+        model,
+        contexts,
+        "monte_carlo",
+        seed=config.seed,
+        batch_size=batch_size,
+        n_permutations=config.eval_permutations,
+        antithetic=config.antithetic,
+    )
+    aucs = [pairwise_auc(r.values, c.labels.numpy()) for r, c in zip(results, contexts)]
     agg = aggregate(aucs, n_boot=200, seed=0)
     return {"auc": agg.mean, "auc_ci": [agg.ci_low, agg.ci_high], "n": agg.n_used, "excluded": agg.n_excluded}
 
@@ -133,12 +153,22 @@ def cosine_schedule(total_steps: int, warmup: float):
         if step < warm:
             return (step + 1) / warm
         return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, total_steps - warm))))
+
     return factor
 
 
-def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: Sequence[Context], out_dir,
-          embedder_id: str, resume: bool = False, progress: bool = True, stop_after_epochs: int | None = None,
-          data_ids: Sequence[str] | None = None, device: str | torch.device | None = None) -> TrainResult:
+def train(
+    config: TrainConfig,
+    train_contexts: Sequence[Context],
+    val_contexts: Sequence[Context],
+    out_dir,
+    embedder_id: str,
+    resume: bool = False,
+    progress: bool = True,
+    stop_after_epochs: int | None = None,
+    data_ids: Sequence[str] | None = None,
+    device: str | torch.device | None = None,
+) -> TrainResult:
     """Train on precomputed contexts; writes ``last.safetensors`` (full state, every epoch) and
     ``best.safetensors``.
 
@@ -160,18 +190,28 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     steps_per_epoch = math.ceil(len(train_contexts) / config.batch_size)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, cosine_schedule(config.epochs * steps_per_epoch, config.warmup))
-    meta = {"format": CHECKPOINT_FORMAT, "config": asdict(config), "embedder_id": embedder_id, "embed_dim": embed_dim,
-            "data_hash": ids_hash(data_ids if data_ids is not None else [c.id for c in train_contexts]),
-            "n_train": len(train_contexts), "n_val": len(val_contexts),
-            "n_params": sum(p.numel() for p in model.parameters()), "environment": training_environment(device),
-            "inputs_fingerprint": inputs_fingerprint(train_contexts, val_contexts)}
+    meta = {
+        "format": CHECKPOINT_FORMAT,
+        "config": asdict(config),
+        "embedder_id": embedder_id,
+        "embed_dim": embed_dim,
+        "data_hash": ids_hash(data_ids if data_ids is not None else [c.id for c in train_contexts]),
+        "n_train": len(train_contexts),
+        "n_val": len(val_contexts),
+        "n_params": sum(p.numel() for p in model.parameters()),
+        "environment": training_environment(device),
+        "inputs_fingerprint": inputs_fingerprint(train_contexts, val_contexts),
+    }
     history, best_auc, start_epoch, seconds = [], -1.0, 0, 0.0
     last_path, best_path = out_dir / "last.safetensors", out_dir / "best.safetensors"
     if resume:
         if not last_path.is_file():
             legacy = out_dir / "last.pt"
-            hint = (f"; {legacy} is in the legacy format: scp convert-checkpoint {legacy} {last_path}"
-                    if legacy.is_file() else " (drop --resume to start a new run there)")
+            hint = (
+                f"; {legacy} is in the legacy format: scp convert-checkpoint {legacy} {last_path}"
+                if legacy.is_file()
+                else " (drop --resume to start a new run there)"
+            )
             raise InputError(f"cannot resume: no checkpoint {last_path}{hint}")
         state = read_checkpoint(last_path, RESUME_ENTRIES)
         if not same_config(state["config"], config) or state["data_hash"] != meta["data_hash"]:
@@ -184,10 +224,17 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
             if state.get("cuda_rng") is not None and torch.cuda.is_available():
                 torch.cuda.set_rng_state_all(state["cuda_rng"])
         except (RuntimeError, ValueError, TypeError, KeyError, IndexError) as error:
-            raise checkpoint.CheckpointError(f"checkpoint {last_path}: its optimizer, scheduler or RNG state cannot be "
-                                             f"restored ({' '.join(str(error).split())[:200]}): start again without "
-                                             "--resume or restore a good copy") from None
-        history, best_auc, start_epoch, seconds = state["history"], state["best_val_auc"], state["epoch"], state["seconds"]
+            raise checkpoint.CheckpointError(
+                f"checkpoint {last_path}: its optimizer, scheduler or RNG state cannot be "
+                f"restored ({' '.join(str(error).split())[:200]}): start again without "
+                "--resume or restore a good copy"
+            ) from None
+        history, best_auc, start_epoch, seconds = (
+            state["history"],
+            state["best_val_auc"],
+            state["epoch"],
+            state["seconds"],
+        )
     end_epoch = config.epochs if stop_after_epochs is None else min(config.epochs, start_epoch + stop_after_epochs)
 
     for epoch in range(start_epoch, end_epoch):
@@ -197,12 +244,12 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
         losses = []
         bar = tqdm(range(steps_per_epoch), desc=f"epoch {epoch + 1}/{config.epochs}", disable=not progress, leave=False)
         for step in bar:
-            chunk = [train_contexts[i] for i in order[step * config.batch_size:(step + 1) * config.batch_size]]
+            chunk = [train_contexts[i] for i in order[step * config.batch_size : (step + 1) * config.batch_size]]
             batch = collate(chunk, device)
             seed = (config.seed * 1_000_003 + epoch * steps_per_epoch + step) % (2**63)
             loss = torch.zeros((), device=device)
             if config.shapley_weight > 0:
-                scores = unit_scores(model, batch, config.n_permutations, config.antithetic, seed)
+                scores = differentiable_scores(model, batch, config.n_permutations, config.antithetic, seed)
                 loss = config.shapley_weight * pairwise_margin_loss(scores, batch.labels, batch.mask, config.margin)
             if config.set_targets:
                 loss = loss + config.set_weight * coalition_loss(model, batch, chunk, config, seed)
@@ -216,18 +263,48 @@ def train(config: TrainConfig, train_contexts: Sequence[Context], val_contexts: 
             bar.set_postfix(loss=f"{np.mean(losses):.4f}")
         val = evaluate_auc(model, val_contexts, config)
         seconds += time.perf_counter() - t0
-        history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)), "val_auc": val["auc"],
-                        "val_auc_ci": val["auc_ci"], "seconds": seconds})
+        history.append(
+            {
+                "epoch": epoch + 1,
+                "train_loss": float(np.mean(losses)),
+                "val_auc": val["auc"],
+                "val_auc_ci": val["auc_ci"],
+                "seconds": seconds,
+            }
+        )
         if progress:
-            print(f"epoch {epoch + 1}/{config.epochs}: loss {np.mean(losses):.4f}  val AUC {val['auc']:.4f}  "
-                  f"({seconds:.0f}s)", flush=True)
+            print(
+                f"epoch {epoch + 1}/{config.epochs}: loss {np.mean(losses):.4f}  val AUC {val['auc']:.4f}  "
+                f"({seconds:.0f}s)",
+                flush=True,
+            )
         if val["auc"] > best_auc:
             best_auc = val["auc"]
-            checkpoint.save({**meta, "weights": model.state_dict(), "weights_fingerprint": weights_fingerprint(model),
-                             "val_metrics": val, "epoch": epoch + 1,
-                         "history": history}, best_path)
-        checkpoint.save({**meta, "weights": model.state_dict(), "optimizer": opt.state_dict(),
-                     "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(),
-                     "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None, "epoch": epoch + 1,
-                     "history": history, "best_val_auc": best_auc, "seconds": seconds, "val_metrics": val}, last_path)
+            checkpoint.save(
+                {
+                    **meta,
+                    "weights": model.state_dict(),
+                    "weights_fingerprint": weights_fingerprint(model),
+                    "val_metrics": val,
+                    "epoch": epoch + 1,
+                    "history": history,
+                },
+                best_path,
+            )
+        checkpoint.save(
+            {
+                **meta,
+                "weights": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                "epoch": epoch + 1,
+                "history": history,
+                "best_val_auc": best_auc,
+                "seconds": seconds,
+                "val_metrics": val,
+            },
+            last_path,
+        )
     return TrainResult(best_path, last_path, best_auc, history, seconds)

@@ -36,12 +36,21 @@ from pathlib import Path
 from scp.errors import InputError
 from scp.paths import ROOT, SHIPPED_MODEL
 
-__all__ = ["SHIPPED_COMMAND", "QUICK_COMMAND", "ENVIRONMENT_KEYS", "Comparison", "reference_of", "compare",
-           "quick_environment"]
+__all__ = [
+    "SHIPPED_COMMAND",
+    "QUICK_COMMAND",
+    "ENVIRONMENT_KEYS",
+    "Comparison",
+    "reference_of",
+    "compare",
+    "quick_environment",
+]
 
 SHIPPED_COMMAND = "scp train --preset structure --val-dataset hotpotqa --out runs/reproduce"
-QUICK_COMMAND = ("scp train --preset structure --val-dataset hotpotqa --max-train-examples 64 --max-val-examples 32 "
-                 "--epochs 2 --out runs/quick")
+QUICK_COMMAND = (
+    "scp train --preset structure --val-dataset hotpotqa --max-train-examples 64 --max-val-examples 32 "
+    "--epochs 2 --out runs/quick"
+)
 
 QUICK_REFERENCE = ROOT / "tests" / "data" / "quick_train.json"
 ENVIRONMENT_KEYS = ("torch", "threads", "cpu_capability", "device")
@@ -53,9 +62,15 @@ def reference_of(checkpoint_path: str | Path) -> dict:
     from scp.models.factory import load_checkpoint
 
     _, _, ckpt = load_checkpoint(checkpoint_path)
-    return {"config": ckpt["config"], "data_hash": ckpt["data_hash"], "environment": ckpt["environment"],
-            "inputs_fingerprint": ckpt["inputs_fingerprint"], "weights_fingerprint": ckpt["weights_fingerprint"],
-            "epoch": ckpt["epoch"], "val_auc": ckpt["val_metrics"]["auc"]}
+    return {
+        "config": ckpt["config"],
+        "data_hash": ckpt["data_hash"],
+        "environment": ckpt["environment"],
+        "inputs_fingerprint": ckpt["inputs_fingerprint"],
+        "weights_fingerprint": ckpt["weights_fingerprint"],
+        "epoch": ckpt["epoch"],
+        "val_auc": ckpt["val_metrics"]["auc"],
+    }
 
 
 def _plain(value):
@@ -78,8 +93,10 @@ class Comparison:
 
     def describe(self) -> str:
         same = ", ".join(f"{k} {'=' if v else '≠'}" for k, v in self.same_environment.items())
-        return (f"{'PASS' if self.passed else 'FAIL'}: {self.why} (environment: {same}; inputs "
-                f"{'=' if self.same_inputs else '≠'}; validation AUC {self.val_auc:.4f} vs {self.reference_auc:.4f})")
+        return (
+            f"{'PASS' if self.passed else 'FAIL'}: {self.why} (environment: {same}; inputs "
+            f"{'=' if self.same_inputs else '≠'}; validation AUC {self.val_auc:.4f} vs {self.reference_auc:.4f})"
+        )
 
 
 def compare(mine: dict, reference: dict, tolerance: float) -> Comparison:

@@ -32,15 +32,18 @@ def split_examples_for(config: TrainConfig, data_path=None):
     ``val_dataset`` is that dataset); with several training datasets it is an error, as it names one dataset's data.
     """
     if data_path is not None and len(config.datasets) > 1:
-        raise InputError(f"--data / data_path names the data of one dataset, but the config trains on "
-                         f"{len(config.datasets)} ({', '.join(config.datasets)}); point SCP_DATA_DIR at a folder "
-                         "holding all of them instead")
+        raise InputError(
+            f"--data / data_path names the data of one dataset, but the config trains on "
+            f"{len(config.datasets)} ({', '.join(config.datasets)}); point SCP_DATA_DIR at a folder "
+            "holding all of them instead"
+        )
     path = data_path
     val_name = config.val_dataset or config.datasets[0]
     train_ex = [ex for name in config.datasets for ex in load_split(name, "train", path)]
-    val_ex = load_split(val_name, "validation", path if val_name == config.datasets[0] else None,
-                        config.max_val_examples)
-    return train_ex[:config.max_train_examples] if config.max_train_examples else train_ex, val_ex
+    val_ex = load_split(
+        val_name, "validation", path if val_name == config.datasets[0] else None, config.max_val_examples
+    )
+    return train_ex[: config.max_train_examples] if config.max_train_examples else train_ex, val_ex
 
 
 def prepare(config: TrainConfig, embedder, data_path=None, show_progress: bool = False):
@@ -51,8 +54,9 @@ def prepare(config: TrainConfig, embedder, data_path=None, show_progress: bool =
     return train_ctx, val_ctx, [ex.id for ex in train_ex]
 
 
-def run(config: TrainConfig, out_dir, data_path=None, resume: bool = False, progress: bool = True,
-        cache_dir=None) -> TrainResult:
+def run(
+    config: TrainConfig, out_dir, data_path=None, resume: bool = False, progress: bool = True, cache_dir=None
+) -> TrainResult:
     """Load data, embed (cached), train; also writes ``out_dir/config.json``."""
     from scp.data.embedders import CachedEmbedder, get_embedder
 
@@ -67,7 +71,6 @@ def run(config: TrainConfig, out_dir, data_path=None, resume: bool = False, prog
 # settings added after run names were first used: left out of the name's hash while at their defaults, so the
 # folders of earlier runs keep their names
 LATER_FIELDS = ("width", "heads", "layers", "n_inducing", "set_targets", "set_weight", "n_coalitions", "shapley_weight")
-
 
 
 def run_name(config: TrainConfig) -> str:
