@@ -267,10 +267,10 @@ def test_sigint_is_one_line_not_a_traceback(tmp_path, data_dir):
 
 
 def test_ablate_says_what_it_skipped_and_how_to_rerun(tmp_path, capsys):
-    from scp.experiments.ablations import GRIDS, save_table
+    from scp.experiments.ablations import GRIDS, write_table
     from scp.experiments.ablations import main as ablate_main
 
-    save_table({name: {"name": name, "status": "ok"} for name in GRIDS["main"]}, tmp_path)
+    write_table({name: {"name": name, "status": "ok"} for name in GRIDS["main"]}, tmp_path)
     assert ablate_main(["main", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert all(f"[main] {name}: already in" in out for name in GRIDS["main"])

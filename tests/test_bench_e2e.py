@@ -3,13 +3,13 @@ run it by hand: python -m scp.bench.e2e --quick --out /tmp/e2e.json)."""
 
 import pytest
 
-from scp.bench.e2e import format_table, main, summarize
+from scp.bench.e2e import format_table, main, timing_summary
 
 
 def test_rows_hold_median_min_max_and_the_table_shows_them():
     rows = [
-        summarize("(a) prune one context", "s", [0.3, 0.1, 0.2]),
-        summarize("(d) scp prune", "records/s", [120.0, 80.0, 100.0, 90.0, 110.0], "M = 50"),
+        timing_summary("(a) prune one context", "s", [0.3, 0.1, 0.2]),
+        timing_summary("(d) scp prune", "records/s", [120.0, 80.0, 100.0, 90.0, 110.0], "M = 50"),
     ]
     assert (rows[0]["median"], rows[0]["min"], rows[0]["max"], rows[0]["repeats"]) == (0.2, 0.1, 0.3, 3)
     meta = {

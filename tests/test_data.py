@@ -22,7 +22,7 @@ from scp.data.datasets import (
     load_hotpotqa,
     load_msmarco,
     load_musique,
-    read_records,
+    read_json_records,
     split_examples,
     split_of,
 )
@@ -48,7 +48,7 @@ def env_data(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> Path:
 
 def _raw(data_dir: Path, name: str) -> list[dict]:
     source = DATASETS[name]
-    return list(read_records(data_dir / source.folder / source.filename))
+    return list(read_json_records(data_dir / source.folder / source.filename))
 
 
 def _to_hf_layout(record: dict) -> dict:
@@ -514,7 +514,7 @@ def test_unreadable_file_raises_data_format_error_naming_it(
     assert str(path) in str(info.value) and "\n" not in str(info.value)
     assert isinstance(info.value, ValueError)
     with pytest.raises(DataFormatError, match=message):
-        list(read_records(path))  # the generator names the file too
+        list(read_json_records(path))  # the generator names the file too
 
 
 def _write_jsonl(path: Path, records: list[dict]) -> Path:

@@ -146,7 +146,7 @@ def timed_rounds(
     return times, outputs
 
 
-def write_json(obj, name: str, out_dir: Path = RESULTS) -> Path:
+def write_result(obj, name: str, out_dir: Path = RESULTS) -> Path:
     from scp.io import write_json as atomic_write
 
     path = Path(out_dir) / name
@@ -378,7 +378,7 @@ def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS)
         "rows": rows,
         "failed": failures,
     }
-    write_json(result, "estimator_gpu.json" if device.startswith("cuda") else "estimator.json", out_dir)
+    write_result(result, "estimator_gpu.json" if device.startswith("cuda") else "estimator.json", out_dir)
     print(format_estimator(result))
     return result
 
@@ -462,7 +462,7 @@ def accuracy(quick: bool = False, out_dir: Path = RESULTS, figure_dir: Path = FI
         "ratios": {str(n): r for n, r in ratios.items()},
     }
     result["figure"] = str(Path(figure_dir) / "accuracy_per_second.png")
-    write_json(result, "accuracy.json", out_dir)
+    write_result(result, "accuracy.json", out_dir)
     plot_accuracy(result, figure_dir)
     print(format_accuracy(result))
     return result
@@ -700,7 +700,7 @@ def prefix(quick: bool = False, out_dir: Path = RESULTS) -> dict:
         "threshold_in_code": CUMSUM_MIN_UNITS,
         "crossover": crossover(rows),
     }
-    write_json(result, "prefix.json", out_dir)
+    write_result(result, "prefix.json", out_dir)
     print(format_prefix(result))
     return result
 
@@ -812,7 +812,7 @@ def long_contexts(quick: bool = False, threads: int | None = None, out_dir: Path
         "model": "paper DeepSetsValue (3.03M parameters, random weights)",
         "rows": rows,
     }
-    write_json(result, "long.json", out_dir)
+    write_result(result, "long.json", out_dir)
     print(format_long(result))
     return result
 
@@ -966,7 +966,7 @@ def adaptive(
         "rows": rows,
         "command": "python -m scp.bench adaptive" + (" --quick" if quick else ""),
     }
-    write_json(result, "adaptive.json", out_dir)
+    write_result(result, "adaptive.json", out_dir)
     print(format_adaptive(result))
     return result
 
@@ -1488,7 +1488,7 @@ def gpu(quick: bool = True, out_dir: Path = RESULTS, dry_run: bool = False, budg
     eq = result.get("equality")
     result["passed"] = bool(eq and eq["passed"])
     result["complete"] = not result["errors"]
-    write_json(result, GPU_DRY_FILE if dry_run else GPU_FILE, out_dir)
+    write_result(result, GPU_DRY_FILE if dry_run else GPU_FILE, out_dir)
     print("\n" + format_gpu(result))
     if not result["passed"]:
         print(

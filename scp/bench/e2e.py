@@ -41,7 +41,7 @@ DEFAULT_OUT = "results/bench/endtoend.json"
 M = 50  # Monte-Carlo permutations, the default of ShapleyPruner and `scp prune`
 
 
-def summarize(what: str, unit: str, values: list[float], note: str = "") -> dict:
+def timing_summary(what: str, unit: str, values: list[float], note: str = "") -> dict:
     """One table row: median, min and max of the repeats."""
     return {
         "what": what,
@@ -154,7 +154,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             getattr(p.embedder.embedder, "_load", lambda: None)()  # the weights themselves load lazily
             return time.perf_counter() - start
 
-        rows.append(summarize("load checkpoint + MiniLM", "s", repeat(load, repeats)))
+        rows.append(timing_summary("load checkpoint + MiniLM", "s", repeat(load, repeats)))
         loaded = ShapleyPruner.from_checkpoint(checkpoint, cache_dir=fresh(), n_permutations=M, seed=0)
         model, config, inner = loaded.model, loaded.config, loaded.embedder.embedder
 
@@ -172,7 +172,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             return _timed(lambda: p.prune(ex.query, text, keep_ratio=0.5))
 
         rows.append(
-            summarize(
+            timing_summary(
                 f"(a) prune one context from raw text, cold cache ({n_split} sentences)",
                 "s",
                 repeat(cold_prune, repeats),
@@ -181,7 +181,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
         )
         warm_pruner.prune(ex.query, text, keep_ratio=0.5)
         rows.append(
-            summarize(
+            timing_summary(
                 f"(a) prune one context from raw text, warm cache ({n_split} sentences)",
                 "s",
                 repeat(lambda: _timed(lambda: warm_pruner.prune(ex.query, text, keep_ratio=0.5)), repeats),
@@ -201,7 +201,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             return len(sentences) / _timed(lambda: CachedEmbedder(inner, folders[0]).encode(sentences, batch_size=256))
 
         rows.append(
-            summarize(
+            timing_summary(
                 f"(b) embed {len(sentences)} sentences, cold",
                 "sentences/s",
                 repeat(cold_embed, repeats),
@@ -209,7 +209,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             )
         )
         rows.append(
-            summarize(
+            timing_summary(
                 f"(b) embed {len(sentences)} sentences, cold, batch 16",
                 "sentences/s",
                 repeat(
@@ -222,7 +222,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             )
         )
         rows.append(
-            summarize(
+            timing_summary(
                 f"(b) embed {len(sentences)} sentences, cached",
                 "sentences/s",
                 repeat(cached_embed, repeats),
@@ -253,7 +253,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             return len(train_ctx) / epochs[-1]
 
         rows.append(
-            summarize(
+            timing_summary(
                 f"(c) training throughput, preset {SHIPPED_PRESET} ({len(train_ctx)} train contexts)",
                 "contexts/s",
                 repeat(one_epoch, repeats),
@@ -261,7 +261,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             )
         )
         rows.append(
-            summarize(
+            timing_summary(
                 "(c) one epoch on the HotpotQA train split",
                 "s",
                 epochs,
@@ -286,7 +286,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             return n_records / _timed(lambda: prune_jsonl(corpus, out, pruner=p, keep_ratio=0.5, progress=False))
 
         rows.append(
-            summarize(
+            timing_summary(
                 f"(d) scp prune, {n_records} records, cold cache",
                 "records/s",
                 repeat(lambda: prune_corpus(pruner()), repeats),
@@ -294,7 +294,7 @@ def _run(quick: bool, repeats: int | None, checkpoint) -> dict:
             )
         )
         rows.append(
-            summarize(
+            timing_summary(
                 f"(d) scp prune, {n_records} records, warm cache",
                 "records/s",
                 repeat(lambda: prune_corpus(warm_corpus), repeats),

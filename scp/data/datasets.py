@@ -237,7 +237,7 @@ def _located_records(path: Path) -> Iterator[Located]:
         raise DataFormatError(f"{path}: not a valid gzip file{after} ({error})") from error
 
 
-def read_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+def read_json_records(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """JSON records of a ``.jsonl``/``.json`` file, gzipped or not (a ``.json`` file holds one array).
 
     A file that cannot be read as such, or a line or item that is not a JSON object, raises

@@ -85,7 +85,7 @@ COLUMNS = [
 ]
 
 
-def summarize(name: str, result: dict, **extra) -> dict:
+def result_row(name: str, result: dict, **extra) -> dict:
     row = {"name": name, **extra, "status": result["status"], "reason": result.get("reason", "")}
     if result["status"] == "ok":
         by_type = result.get("by_type", {})
@@ -111,7 +111,7 @@ def run_row(name: str, preset: str, overrides: dict, out: Path) -> dict:
         TEST_DATASET, "scp", split="test", checkpoint=str(trained.best_path), out=str(out / "evals" / f"{name}.json")
     )
     n_params = read_checkpoint(trained.best_path, ("n_params",))["n_params"]
-    return summarize(
+    return result_row(
         name,
         result,
         preset=preset,
@@ -128,7 +128,7 @@ def baseline_rows(out: Path) -> dict[str, dict]:
         for method in ("random", "bm25", "cosine"):
             name = f"{method}-{units}-units"
             result = run_eval(TEST_DATASET, method, split="test", units=units, out=str(out / "evals" / f"{name}.json"))
-            rows[name] = summarize(name, result, preset="baseline", overrides=json.dumps({"units": units}))
+            rows[name] = result_row(name, result, preset="baseline", overrides=json.dumps({"units": units}))
     return rows
 
 
@@ -139,7 +139,7 @@ def dataset_baselines(out: Path) -> None:
         for units in ("sentence", "title"):
             for method in ("random", "bm25", "cosine"):
                 result = run_eval(dataset, method, split="all", units=units)
-                row = summarize(f"{method}-{units}-units", result)
+                row = result_row(f"{method}-{units}-units", result)
                 rows.append(
                     {
                         "dataset": dataset,
@@ -166,7 +166,7 @@ def dataset_baselines(out: Path) -> None:
         writer.writerows(rows)
 
 
-def compare(out: Path, group_a: list[str], group_b: list[str], n_boot: int = 2000) -> dict:
+def compare_groups(out: Path, group_a: list[str], group_b: list[str], n_boot: int = 2000) -> dict:
     """Paired comparison on the same test examples: per example, the mean AUC over the runs of each group
     (e.g. seeds), then the bootstrap CI of the mean difference A − B, overall and by question type."""
     from scp.core.metrics import aggregate
@@ -194,7 +194,7 @@ def load_table(path: Path) -> dict[str, dict]:
     return {r["name"]: r for r in json.loads(path.read_text())} if path.is_file() else {}
 
 
-def save_table(rows: dict[str, dict], out: Path) -> None:
+def write_table(rows: dict[str, dict], out: Path) -> None:
     write_json(list(rows.values()), out / "ablations.json")
     tmp = out / ".ablations.csv.tmp"
     with open(tmp, "w", newline="") as f:
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         group_a, group_b = (c.split(",") for c in args.compare)
         name = f"compare_{group_a[0]}_vs_{group_b[0]}.json"
-        write_json(compare(args.out, group_a, group_b), args.out / name)
+        write_json(compare_groups(args.out, group_a, group_b), args.out / name)
         return 0
     if not args.grids or set(args.grids) - set(known):
         parser.error(f"name grids from {known} (unknown: {sorted(set(args.grids) - set(known))}) or use --compare")
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         if grid == "baselines":
             print("[baselines] evaluating random / BM25 / cosine on the HotpotQA test split ...", flush=True)
             rows.update(baseline_rows(args.out))
-            save_table(rows, args.out)
+            write_table(rows, args.out)
             continue
         for name, (preset, overrides) in GRIDS[grid].items():
             if name in rows and not args.rerun:
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"[{grid}] {name}: training ...", flush=True)
             rows[name] = run_row(name, preset, overrides, args.out)
-            save_table(rows, args.out)
+            write_table(rows, args.out)
             r = rows[name]
             print(
                 f"[{grid}] {name}: val AUC {r['best_val_auc']:.4f}, test AUC {r.get('test_auc', float('nan')):.4f} "

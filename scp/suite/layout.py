@@ -30,6 +30,7 @@ def layers(root: Path = ROOT) -> list[list[str]]:
 def _summary(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     first = " ".join(doc.split("\n\n")[0].split())
+    first = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", first).replace("``", "`")  # reST roles read as code in markdown
     return re.split(r"(?<=\.)\s", first, maxsplit=1)[0].rstrip(".")
 
 
