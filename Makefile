@@ -48,8 +48,9 @@ bench: setup
 reproduce: setup
 	OMP_NUM_THREADS=1 $(BIN)/python -m scp.training.reproduce shipped
 
+# as root (a container) JupyterLab needs --allow-root
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,6 +1,7 @@
 import hashlib
 import json
 import math
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -10,7 +11,15 @@ from nbformat.v4 import new_code_cell, new_notebook, new_output
 from scp.core.result import ShapleyResult
 from scp.io import jsonable
 from scp.suite import notebook
-from scp.suite.notebook import RECORD_MIME, provenance, read_records, record, repo_root, resolve_out_dir
+from scp.suite.notebook import (
+    RECORD_MIME,
+    checkout_of,
+    provenance,
+    read_records,
+    record,
+    repo_root,
+    resolve_out_dir,
+)
 
 
 def test_record_outside_ipython_stores_the_json_value():
@@ -57,6 +66,21 @@ def test_out_dir_none_means_the_repository_root(tmp_path):
     assert resolve_out_dir(None) == root
     assert resolve_out_dir(tmp_path) == tmp_path.resolve()
     assert resolve_out_dir(str(tmp_path)).is_absolute()
+
+
+def test_out_dir_none_means_the_checkout_the_notebook_runs_in(tmp_path, monkeypatch):
+    """A kernel started in a second clone (JupyterLab starts it in the notebook's folder) writes into that clone,
+    not into the checkout scp was imported from; outside any checkout the default stays the package's."""
+    clone = tmp_path / "second-clone"
+    (clone / "notebooks").mkdir(parents=True)
+    (clone / "pyproject.toml").write_text('[project]\nname = "scp"\n')
+    monkeypatch.chdir(clone / "notebooks")
+    assert checkout_of(Path.cwd()) == clone.resolve() and resolve_out_dir(None) == clone.resolve()
+    other = tmp_path / "other"
+    (other / "notebooks").mkdir(parents=True)
+    (other / "pyproject.toml").write_text('[project]\nname = "another-project"\n')
+    monkeypatch.chdir(other / "notebooks")
+    assert checkout_of(Path.cwd()) is None and resolve_out_dir(None) == repo_root()
 
 
 def test_provenance_lists_parameters_versions_git_and_data_files(tmp_path):

@@ -109,6 +109,11 @@ def test_notebook_runs_and_saves_its_figures(name, smoke_run, request):
     assert all(p.with_suffix(".png").is_file() for p in pdfs)
     assert {p.parent for p in (out / "figures").rglob("*.pdf")} == {out / "figures" / name}
     assert read_records(executed), f"{name} recorded no value"
+    cells = nbformat.read(str(executed), as_version=4).cells
+    outputs = [o for cell in cells if cell.cell_type == "code" for o in cell.outputs]
+    shown = [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs]
+    assert not any("TqdmWarning" in text for text in shown), f"{name}: tqdm found no ipywidgets (a pink warning)"
+    assert not any("PosixPath(" in text for text in shown), f"{name}: a cell shows a list of paths"
 
 
 def test_00_cooperative_games_tutorial(smoke_run):

@@ -142,3 +142,11 @@ def test_save_table_writes_csv_and_json_with_provenance(tmp_path):
     assert (tmp_path / "results" / "99_demo" / "cols.csv").read_text() == "a,b\n1,x\n2,y\n"
     with pytest.raises(ValueError, match="lengths"):
         plot.save_table({"a": [1, 2], "b": [1]}, "99_demo/bad", tmp_path)
+
+
+def test_saved_paths_show_as_one_line(tmp_path):
+    fig = _demo_figure()
+    saved = plot.save(fig, "99_test/line", out_dir=tmp_path)
+    assert saved == [tmp_path / "figures" / "99_test" / "line.pdf", tmp_path / "figures" / "99_test" / "line.png"]
+    assert repr(saved) == f"saved line (pdf, png) in {tmp_path / 'figures' / '99_test'}"
+    assert "PosixPath" not in repr(saved)

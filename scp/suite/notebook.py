@@ -3,8 +3,8 @@
 - :func:`record` shows a value as a JSON output of the executed notebook (MIME type :data:`RECORD_MIME`),
   and :func:`read_records` reads all of them back from an executed ``.ipynb``.  This is the small route that
   microsoft/recommenders took after scrapbook (``store_metadata`` / ``read_notebook``).
-- :func:`repo_root` and :func:`resolve_out_dir`: a notebook's ``out_dir = None`` means the repository root,
-  so "Run All" in JupyterLab writes ``figures/NAME/`` and ``results/NAME/`` exactly as ``make figures`` does.
+- :func:`repo_root` and :func:`resolve_out_dir`: a notebook's ``out_dir = None`` means the root of the checkout it
+  runs in, so "Run All" in JupyterLab writes ``figures/NAME/`` and ``results/NAME/`` exactly as ``make figures`` does.
 - :func:`start` / :class:`NotebookRun` and :func:`provenance`: the parameters, seeds, package versions, git
   commit, data files (size, sha256) and wall time that :func:`scp.suite.plot.save_table` writes beside a table.
 """
@@ -17,6 +17,7 @@ import json
 import platform
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -57,6 +58,7 @@ __all__ = [
     "provenance",
     "read_records",
     "record",
+    "checkout_of",
     "repo_root",
     "resolve_out_dir",
     "start",
@@ -138,9 +140,28 @@ def repo_root() -> Path:
     return root
 
 
+def checkout_of(path: str | Path) -> Path | None:
+    """The checkout of this project at or above ``path``: the nearest folder holding ``notebooks/`` and a
+    ``pyproject.toml`` of the project ``scp``; ``None`` when there is none."""
+    for folder in (Path(path).resolve(), *Path(path).resolve().parents):
+        project = folder / "pyproject.toml"
+        if (folder / "notebooks").is_dir() and project.is_file():
+            try:
+                name = tomllib.loads(project.read_text()).get("project", {}).get("name")
+            except (OSError, tomllib.TOMLDecodeError):
+                continue
+            if name == "scp":
+                return folder
+    return None
+
+
 def resolve_out_dir(out_dir: str | Path | None = None) -> Path:
-    """``out_dir`` as an absolute path; ``None`` (a notebook's default) means :func:`repo_root`."""
-    return repo_root() if out_dir is None else Path(out_dir).expanduser().resolve()
+    """``out_dir`` as an absolute path.  ``None`` (a notebook's default) means the checkout the notebook runs in
+    (JupyterLab starts a kernel in the notebook's folder), else :func:`repo_root`: a kernel started in a second
+    clone writes that clone's figures, whichever clone ``scp`` was imported from."""
+    if out_dir is None:
+        return checkout_of(Path.cwd()) or repo_root()
+    return Path(out_dir).expanduser().resolve()
 
 
 # ---------------------------------------------------------------------------------------------- provenance

@@ -56,6 +56,7 @@ __all__ = [
     "ELEMENTS",
     "FONT_SIZE",
     "PAGE_WIDTH",
+    "Saved",
     "band",
     "color",
     "draw_tree",
@@ -122,7 +123,7 @@ def style() -> None:
             "pdf.fonttype": 42,
             "ps.fonttype": 42,
             "svg.fonttype": "none",
-            "figure.dpi": 100,
+            "figure.dpi": 180,  # inline in a notebook: a column figure about 600 px wide (files use savefig.dpi)
             "savefig.dpi": DPI,
             "savefig.bbox": "tight",
             "savefig.pad_inches": 0.02,
@@ -254,7 +255,22 @@ def _write_if_changed(path: Path, data: bytes) -> Path:
     return path
 
 
-def save(fig, name: str, out_dir: str | Path | None = None, formats: Iterable[str] = ("pdf", "png")) -> list[Path]:
+class Saved(list):
+    """The paths :func:`save` and :func:`save_table` wrote (a list), shown in a notebook as one short line rather
+    than a list of ``PosixPath`` objects above the figure."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "saved nothing"
+        stems = sorted({p.with_suffix("").name for p in self})
+        kinds = ", ".join(p.suffix.lstrip(".") for p in self)
+        return f"saved {', '.join(stems)} ({kinds}) in {self[0].parent}"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's display of a cell's last value
+        printer.text(repr(self))
+
+
+def save(fig, name: str, out_dir: str | Path | None = None, formats: Iterable[str] = ("pdf", "png")) -> Saved:
     """Write ``<out_dir>/figures/<name>.pdf`` and ``.png`` (200 dpi) without timestamps; return their paths.
 
     Args:
@@ -278,7 +294,7 @@ def save(fig, name: str, out_dir: str | Path | None = None, formats: Iterable[st
         fig.savefig(buf, format=fmt, dpi=DPI, metadata=metadata.get(fmt))
         base = _target("figures", name, out_dir)
         paths.append(_write_if_changed(base.with_name(f"{base.name}.{fmt}"), buf.getvalue()))
-    return paths
+    return Saved(paths)
 
 
 def _records(table) -> tuple[list[str], list[dict[str, Any]]]:
@@ -299,7 +315,7 @@ def _records(table) -> tuple[list[str], list[dict[str, Any]]]:
     return columns, [{c: jsonable(r.get(c)) for c in columns} for r in rows]
 
 
-def save_table(table, name: str, out_dir: str | Path | None = None, provenance: Mapping | None = None) -> list[Path]:
+def save_table(table, name: str, out_dir: str | Path | None = None, provenance: Mapping | None = None) -> Saved:
     """Write ``<out_dir>/results/<name>.csv`` and ``<name>.json`` (rows at full precision plus provenance).
 
     Args:
@@ -334,10 +350,12 @@ def save_table(table, name: str, out_dir: str | Path | None = None, provenance: 
         )
     doc = {"name": name, "columns": columns, "rows": rows, "provenance": jsonable(provenance or {})}
     base = _target("results", name, out_dir)
-    return [
-        _write_if_changed(base.with_name(f"{base.name}.csv"), text.getvalue().encode()),
-        _write_if_changed(base.with_name(f"{base.name}.json"), (json.dumps(doc, indent=1) + "\n").encode()),
-    ]
+    return Saved(
+        [
+            _write_if_changed(base.with_name(f"{base.name}.csv"), text.getvalue().encode()),
+            _write_if_changed(base.with_name(f"{base.name}.json"), (json.dumps(doc, indent=1) + "\n").encode()),
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- trees
