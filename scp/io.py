@@ -1,5 +1,6 @@
-"""Atomic file writes (nothing is ever left half-written: caches, checkpoints, result records) and the one
-conversion of values to JSON data (:func:`jsonable`, :func:`write_json`)."""
+"""Atomic file writes (nothing is ever left half-written: caches, checkpoints, result records), the one
+conversion of values to JSON data (:func:`jsonable`, :func:`write_json`), and generated sections of a text file
+(:func:`replace_section`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from scp.errors import InputTypeError
+from scp.errors import InputError, InputTypeError
 
 
 @contextmanager
@@ -94,3 +96,19 @@ def write_json(obj: Any, path: str | os.PathLike) -> None:
     goes through :func:`jsonable`."""
     with atomic_open(path, "w") as f:
         json.dump(obj, f, indent=1, default=jsonable)
+
+
+def replace_section(path: str | os.PathLike, name: str, body: str) -> bool:
+    """Rewrite the text between ``<!-- name -->`` and ``<!-- /name -->`` in ``path`` with ``body`` (atomically);
+    True when the file changed.  A file without both markers is an :class:`~scp.errors.InputError`."""
+    path = Path(path)
+    text = path.read_text()
+    start, end = f"<!-- {name} -->", f"<!-- /{name} -->"
+    pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise InputError(f"{path} has no {start} … {end} markers to put the {name} between")
+    new = pattern.sub(lambda _: f"{start}\n{body}\n{end}", text)
+    if new != text:
+        with atomic_open(path, "w") as f:
+            f.write(new)
+    return new != text

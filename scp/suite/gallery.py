@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
 from scp.errors import InputError
+from scp.io import replace_section
 from scp.paths import ROOT
 
 __all__ = [
@@ -284,12 +284,11 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     if args.cold_run:
         print(f"recorded {record_cold_run(Path(args.cold_run), root, args.note)}")
     (root / "figures" / "README.md").write_text(gallery(root) + "\n")
-    readme = (root / "README.md").read_text()
-    pattern = re.compile(r"(<!-- suite-table -->\n).*?(<!-- /suite-table -->)", re.S)
-    if not pattern.search(readme):
-        print("README.md has no <!-- suite-table --> markers", file=sys.stderr)
+    try:
+        replace_section(root / "README.md", "suite-table", readme_table(root))
+    except InputError as error:
+        print(error, file=sys.stderr)
         return 1
-    (root / "README.md").write_text(pattern.sub(lambda m: m.group(1) + readme_table(root) + "\n" + m.group(2), readme))
     print("wrote figures/README.md and the suite table of README.md")
     return 0
 

@@ -14,7 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
-from scp.errors import InputError
+from scp.io import replace_section
 from scp.paths import ROOT
 
 MARKERS = ("<!-- layout-table -->", "<!-- /layout-table -->")
@@ -60,16 +60,7 @@ def layout_table(root: Path = ROOT) -> str:
 
 def write_readme(root: Path = ROOT) -> bool:
     """Rewrite README.md's layout table; True when it changed."""
-    readme = root / "README.md"
-    text = readme.read_text()
-    start, end = MARKERS
-    if start not in text or end not in text:
-        raise InputError(f"{readme} has no {start} … {end} markers to put the layout table between")
-    new = re.sub(
-        re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{layout_table(root)}\n{end}", text, flags=re.S
-    )
-    readme.write_text(new)
-    return new != text
+    return replace_section(root / "README.md", "layout-table", layout_table(root))
 
 
 if __name__ == "__main__":
