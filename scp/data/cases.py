@@ -24,6 +24,7 @@ from pathlib import Path
 
 from scp.data.datasets import DATA_DIR_ENV, Example
 from scp.errors import DataFormatError, DataUnavailableError
+from scp.lineage import note_read
 
 __all__ = ["CASES_FOLDER", "EVIDENCE_ROLE", "TABLE19", "case_path", "load_case"]
 
@@ -78,6 +79,7 @@ def load_case(name: str = TABLE19, path: str | os.PathLike[str] | None = None) -
             ``text`` or ``role``, or the sentences disagree on which ``paper_*`` columns they carry.
     """
     p = case_path(name, path)
+    note_read(p, "data")
     try:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

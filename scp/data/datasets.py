@@ -39,6 +39,7 @@ import numpy as np
 
 from scp.data.text import is_blank, split_sentences
 from scp.errors import DataFormatError, DataUnavailableError, InputError
+from scp.lineage import note_read
 
 Granularity = Literal["sentence", "paragraph"]
 SPLITS = ("train", "validation", "test")
@@ -205,6 +206,7 @@ def _record(where: str, value: Any) -> Located:
 
 def _located_records(path: Path) -> Iterator[Located]:
     """Each record of ``path`` with where it is; any unreadable content raises ``DataFormatError``."""
+    note_read(path, "data")
     gz = path.suffix == ".gz"
     is_array = (path.with_suffix("") if gz else path).suffix == ".json"
     lineno = 0

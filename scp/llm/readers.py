@@ -62,6 +62,7 @@ import numpy as np
 
 from scp.data.text import is_blank
 from scp.errors import InputError, InputTypeError, ModelUnavailableError, warn_user
+from scp.lineage import note_read
 
 __all__ = [
     "PROMPT",
@@ -312,6 +313,7 @@ class LocalReader(Reader):
 
         if not path.is_file():
             raise ModelUnavailableError(f"GGUF file {path} not found")
+        note_read(path, "model")
         use_cache = cache_dir is not False
         root = _default_llm_cache() if cache_dir in (None, True) else Path(cache_dir)  # type: ignore[arg-type]
         import transformers

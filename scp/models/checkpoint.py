@@ -49,6 +49,7 @@ import torch
 
 from scp.errors import InputError, SCPError, warn_user
 from scp.io import atomic_open
+from scp.lineage import note_read, note_write
 
 __all__ = [
     "CheckpointError",
@@ -225,6 +226,7 @@ def save(payload: dict, path: str | os.PathLike) -> str:
     blob, checksum = to_bytes(payload)
     with atomic_open(path) as f:
         f.write(blob)
+    note_write(path, "model")
     return checksum
 
 
@@ -376,6 +378,7 @@ def load(path: str | os.PathLike, fmt: str | None = None, *, warn_legacy: bool =
     size = path.stat().st_size
     if size == 0:
         raise CheckpointError(f"checkpoint {path} is empty (0 bytes): {_REDO}")
+    note_read(path, "model")
     with open(path, "rb") as f:
         head = f.read(9)
         if _looks_like_safetensors(head, size):

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import platform
 import subprocess
@@ -21,11 +20,14 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scp.errors import InputError
 from scp.io import jsonable
 from scp.paths import ROOT
+
+if TYPE_CHECKING:
+    from scp.suite.plot import Saved
 
 RECORD_MIME = "application/scp+json"
 """MIME type of a recorded value in a notebook's outputs (a JSON object ``{name: value}``)."""
@@ -59,7 +61,9 @@ __all__ = [
     "read_records",
     "record",
     "checkout_of",
+    "imported_versions",
     "repo_root",
+    "shown_path",
     "resolve_out_dir",
     "start",
 ]
@@ -166,9 +170,12 @@ def resolve_out_dir(out_dir: str | Path | None = None) -> Path:
 
 # ---------------------------------------------------------------------------------------------- provenance
 
+OUTPUTS = ("figures", "results")
+"""Folders of a checkout that runs write; changes there (and to ``*.md`` text) do not make the tree dirty."""
+
 
 def package_versions(packages: Iterable[str] = PACKAGES) -> dict[str, str | None]:
-    """``{"python": …, package: version or None}`` for the installed distributions."""
+    """``{"python": …, package: version or None}`` for the named distributions."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in packages:
         try:
@@ -178,42 +185,71 @@ def package_versions(packages: Iterable[str] = PACKAGES) -> dict[str, str | None
     return versions
 
 
-def git_commit(root: str | Path | None = None) -> dict[str, Any]:
-    """``{"commit": sha or None, "dirty": bool or None}`` of the repository at ``root`` (default :func:`repo_root`).
+def imported_versions() -> dict[str, str | None]:
+    """``{"python": …, distribution: version}`` of every installed distribution this process imported a module of
+    (read from ``sys.modules``; the standard library has no distribution and is not listed), sorted by name."""
+    import sys
 
-    ``None`` when git or the repository is not available (e.g. an exported source tree).
+    owners = metadata.packages_distributions()
+    names = {dist for top in {m.partition(".")[0] for m in list(sys.modules)} for dist in owners.get(top, ())}
+    names.add("scp")
+    versions = package_versions(sorted(names, key=str.lower))
+    return {k: v for k, v in versions.items() if v is not None or k == "scp"}
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+
+
+def git_commit(root: str | Path | None = None) -> dict[str, Any]:
+    """``{"commit", "dirty", "changed"}`` of the checkout at ``root`` (default :func:`repo_root`).
+
+    ``dirty`` is true when a tracked file differs from the commit or an untracked file is not ignored, outside the
+    folders runs write (:data:`OUTPUTS`) and ``*.md`` text; ``changed`` names the first ten such paths.  Every
+    entry is ``None`` when git or the repository is not available (e.g. an exported source tree).
     """
     try:
         cwd = Path(root) if root is not None else repo_root()
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
+        sha = _git(cwd, "rev-parse", "HEAD")
         if sha.returncode != 0:
-            return {"commit": None, "dirty": None}
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
-        return {"commit": sha.stdout.strip(), "dirty": dirty}
+            return {"commit": None, "dirty": None, "changed": None}
+        excludes = [f":(exclude){folder}" for folder in OUTPUTS] + [":(exclude,glob)**/*.md"]
+        status = _git(cwd, "status", "--porcelain", "--", ".", *excludes)
+        if status.returncode != 0:
+            return {"commit": sha.stdout.strip(), "dirty": None, "changed": None}
+        changed = [line[3:] for line in status.stdout.splitlines() if line.strip()]
+        return {"commit": sha.stdout.strip(), "dirty": bool(changed), "changed": changed[:10]}
     except (OSError, RuntimeError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None, "changed": None}
 
 
-def data_file_info(path: str | Path) -> dict[str, Any]:
-    """``{"path", "bytes", "sha256"}`` of a data file a result was computed from (path relative to the
-    repository's parent folder when it lies under it, so records do not depend on where the checkout is)."""
+def shown_path(path: str | Path, root: Path | None = None) -> str:
+    """How a file is named in provenance: ``$SCP_DATA_DIR/…`` under the data folder, relative to the checkout
+    (``models/…``, ``runs/models/…``) under it, else absolute; so records do not depend on where things are."""
+    import os
+
+    from scp.data.datasets import DATA_DIR_ENV
+
     p = Path(path).expanduser().resolve()
-    digest = hashlib.sha256()
-    with p.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    try:
-        shown = str(p.relative_to(repo_root().parent))
-    except (ValueError, RuntimeError):
-        shown = str(p)
-    return {"path": shown, "bytes": p.stat().st_size, "sha256": digest.hexdigest()}
+    data_dir = os.environ.get(DATA_DIR_ENV)
+    bases = [(f"${DATA_DIR_ENV}", Path(data_dir))] if data_dir else []
+    if os.environ.get(RUNS_DIR_ENV):
+        bases.append(("runs", Path(os.environ[RUNS_DIR_ENV])))
+    bases.append(("", root or ROOT))
+    for prefix, base in bases:
+        try:
+            rel = p.relative_to(base.expanduser().resolve())
+        except ValueError:
+            continue
+        return str(Path(prefix) / rel) if prefix else str(rel)
+    return str(p)
+
+
+def data_file_info(path: str | Path, root: Path | None = None) -> dict[str, Any]:
+    """``{"path", "bytes", "sha256"}`` of a file a result was computed from (``path`` as :func:`shown_path`)."""
+    from scp.lineage import describe
+
+    return {**describe(path), "path": shown_path(path, root)}
 
 
 def provenance(
@@ -221,6 +257,7 @@ def provenance(
     seeds: Any = None,
     data_files: Iterable = (),
     started: float | None = None,
+    git: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """What a result was computed from, for the JSON beside a table (see :func:`scp.suite.plot.save_table`).
@@ -228,45 +265,104 @@ def provenance(
     Args:
         parameters: the notebook's parameter values (``out_dir`` is left out: it says where, not what).
         seeds: the seeds used; by default the ``seed``/``seeds`` entries of ``parameters``.
-        data_files: paths of the data files read; each is listed with its size and sha256.
+        data_files: paths of data files read besides those the loaders noted (:mod:`scp.lineage`); every data
+            file is listed with its size and sha256.
         started: a :func:`time.perf_counter` value taken at the start; gives ``wall_time_s``.
+        git: the checkout's state (:func:`git_commit`) when the run started; default: now.
         **extra: further JSON-able entries (e.g. ``notebook="00_…"``).
 
     Returns:
-        ``{"parameters", "seeds", "versions", "git", "data_files", "wall_time_s", …extra}``.
+        ``{"parameters", "seeds", "versions", "git", "data_files", "models", "models_written", "wall_time_s",
+        …extra}``: ``models`` are the checkpoints and LM files read, ``models_written`` those written (trained).
     """
+    from scp import lineage
+
     params = {k: v for k, v in (parameters or {}).items() if k != "out_dir"}
     if seeds is None:
         seeds = {k: params[k] for k in ("seed", "seeds") if k in params} or None
+    data = list(dict.fromkeys([*(Path(p).resolve() for p in data_files), *lineage.reads("data")]))
+    models = [p for p in lineage.reads("model") if p.suffix != ".safetensors" or p.name != "last.safetensors"]
     return jsonable(
         {
             **extra,
             "parameters": params,
             "seeds": seeds,
-            "versions": package_versions(),
-            "git": git_commit(),
-            "data_files": [data_file_info(p) for p in data_files],
+            "versions": imported_versions(),
+            "git": dict(git) if git is not None else git_commit(),
+            "data_files": [data_file_info(p) for p in data if p.is_file() and p.suffix != ".safetensors"],
+            "models": [data_file_info(p) for p in models if p.is_file()],
+            "models_written": [data_file_info(p) for p in lineage.writes("model") if p.is_file()],
             "wall_time_s": None if started is None else round(time.perf_counter() - started, 3),
         }
     )
 
 
+RUNS_DIR_ENV = "SCP_RUNS_DIR"
+"""Environment variable naming the folder of trained runs (``<it>/models``): the runner sets it, so a notebook
+run into a scratch folder still shares the checkout's ``runs/models``."""
+
+
 @dataclasses.dataclass
 class NotebookRun:
-    """One run of a notebook: its name, parameter values, output folder and start time (see :func:`start`)."""
+    """One run of a notebook (see :func:`start`): its name, parameter values, output folder, start time, the
+    checkout's git state at the start, and the folder of trained runs it shares with other notebooks."""
 
     name: str
     parameters: dict[str, Any]
     out_dir: Path
     started: float
+    git: dict[str, Any] = dataclasses.field(default_factory=dict)
+    started_at: str = ""
+    models_dir: Path = Path("runs/models")
+    notebooks_dir: Path | None = None
 
     def provenance(self, data_files: Iterable = (), **extra: Any) -> dict[str, Any]:
-        """:func:`provenance` of this run (parameters, seeds, versions, git, data files, wall time so far)."""
-        return provenance(self.parameters, data_files=data_files, started=self.started, notebook=self.name, **extra)
+        """:func:`provenance` of this run (parameters, seeds, versions, git at the start, data files and models
+        read so far, wall time so far)."""
+        return provenance(
+            self.parameters, data_files=data_files, started=self.started, git=self.git, notebook=self.name, **extra
+        )
+
+    def finish(self) -> Saved:
+        """Write ``results/NAME/records.json`` (every value :func:`record` kept in this run) and
+        ``results/NAME/provenance.json`` (:meth:`provenance` plus the inputs :mod:`scp.suite.graph` compares for
+        staleness: the notebook's digest and the digests of the ``scp`` modules it imports); the notebook's last
+        code cell calls it."""
+        from scp.io import write_json
+        from scp.suite.graph import code_digests, notebook_digest
+        from scp.suite.plot import Saved
+
+        folder = self.out_dir / "results" / self.name
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = self.provenance(
+            started_at=self.started_at,
+            inputs={
+                "notebook": notebook_digest(self.name, self.notebooks_dir),
+                "code": code_digests(self.name, self.notebooks_dir),
+            },
+        )
+        paths = [folder / "records.json", folder / "provenance.json"]
+        write_json(dict(RECORDS), paths[0])
+        write_json(doc, paths[1])
+        if doc["git"].get("dirty"):
+            print(
+                f"note: the checkout was dirty when this run started ({', '.join(doc['git']['changed'])}); "
+                "its provenance says dirty: true"
+            )
+        return Saved(paths)
+
+
+def _models_dir(out_dir: Path) -> Path:
+    import os
+
+    if os.environ.get(RUNS_DIR_ENV):
+        return Path(os.environ[RUNS_DIR_ENV]).expanduser().resolve() / "models"
+    return out_dir / "runs" / "models"
 
 
 def start(name: str, namespace: Mapping[str, Any]) -> NotebookRun:
-    """Begin a notebook run: read its parameter values from ``namespace`` and resolve its ``out_dir``.
+    """Begin a notebook run: read its parameter values from ``namespace``, resolve its ``out_dir``, take the
+    checkout's git state, and forget earlier records and noted files (:mod:`scp.lineage`).
 
     Call it in the setup cell as ``run = start("00_cooperative_games_tutorial", globals())``.  The parameter
     names are those of the cell tagged ``parameters`` in ``notebooks/<name>.ipynb`` (read with papermill), so
@@ -277,15 +373,31 @@ def start(name: str, namespace: Mapping[str, Any]) -> NotebookRun:
         namespace: the notebook's ``globals()``.
 
     Returns:
-        A :class:`NotebookRun`; its ``out_dir`` is the repository root when ``out_dir`` is ``None``.
+        A :class:`NotebookRun`; its ``out_dir`` is the checkout the notebook runs in when ``out_dir`` is
+        ``None``, and its ``models_dir`` is ``$SCP_RUNS_DIR/models`` (set by the runner), else
+        ``<out_dir>/runs/models``.
     """
+    from datetime import UTC, datetime
+
+    from scp import lineage
     from scp.suite.runner import notebook_parameters
 
-    names = notebook_parameters(name)
+    here = Path.cwd() if (Path.cwd() / f"{name}.ipynb").is_file() else None  # the kernel runs in its folder
+    names = notebook_parameters(name, here)
     missing = [k for k in names if k not in namespace]
     if missing:
         raise RuntimeError(f"run the parameters cell of {name} first: {', '.join(missing)} not defined")
     params = {k: namespace[k] for k in names}
+    out_dir = resolve_out_dir(params.get("out_dir"))
+    RECORDS.clear()
+    lineage.reset()
     return NotebookRun(
-        name=name, parameters=params, out_dir=resolve_out_dir(params.get("out_dir")), started=time.perf_counter()
+        name=name,
+        parameters=params,
+        out_dir=out_dir,
+        started=time.perf_counter(),
+        git=git_commit(checkout_of(Path.cwd()) or repo_root()),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        models_dir=_models_dir(out_dir),
+        notebooks_dir=here,
     )

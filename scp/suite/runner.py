@@ -1,21 +1,31 @@
-"""Papermill runner: execute notebooks with their parameter files, in dependency order.
+"""Papermill runner: execute notebooks with their parameter files, in dependency order, incrementally.
 
-``python -m scp.suite.runner NAME… | all [--smoke] [-p key=value …] [--out DIR]``
+``python -m scp.suite.runner NAME… | all [--smoke] [-p key=value …] [--out DIR] [--force] [--check] [-j N]
+[--allow-dirty] [--status]``
 
 - Parameters have one source: ``params/NAME.yaml`` holds the full-run values (equal to the defaults of the
   notebook's ``parameters`` cell, so "Run All" in JupyterLab gives the committed figure; a test keeps them
-  equal) and a ``smoke:`` section of tiny overrides.  Keys that the notebook's ``parameters`` cell does not
+  equal), a ``smoke:`` section of tiny overrides, and a ``suite:`` section declaring the notebook's inputs and
+  its ``--check`` tolerance (:mod:`scp.suite.graph`).  Keys that the notebook's ``parameters`` cell does not
   declare are an error, in the YAML as on the command line; ``-p`` values are read as YAML scalars
   (``-p seeds=[0,1]``, ``-p delta=0.01``).
-- Every run gets ``out_dir``: the repository root for a full run (the notebook writes ``figures/NAME/`` and
-  ``results/NAME/``), a temporary folder for ``--smoke`` (removed afterwards unless ``--out`` names one), so a
-  smoke run never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and
-  ``runs/smoke/NAME.ipynb`` (``<out>/runs/NAME.ipynb`` when an output folder is given).
+- Notebooks run in the order of the declared graph (a notebook after those whose trained runs it reuses).
+- A full run into the checkout is incremental and pinned: it refuses a dirty tree (``--allow-dirty`` overrides,
+  and the provenance says so), skips every notebook whose inputs equal those its ``results/NAME/provenance.json``
+  records (``--force`` reruns), refuses one that comes after a stale notebook not run with it, runs each notebook
+  into ``runs/scratch/NAME``, checks that it read only what it declares, and then replaces ``figures/NAME`` and
+  ``results/NAME`` whole.  ``--check`` reruns into ``runs/check/NAME`` and compares every table and record with
+  the committed ones (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side.
+- A smoke run (``--smoke``) writes into a temporary folder (removed afterwards unless ``--out`` names one), so it
+  never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and ``runs/smoke/NAME.ipynb``
+  (``<out>/runs/NAME.ipynb`` when an output folder is given).  Trained runs are shared through
+  ``runs/models`` (``<out>/runs/models`` for a run with ``--out``), passed to the kernel as ``$SCP_RUNS_DIR``.
 - Every notebook's parameters are checked before any kernel starts: the keys, and each value's type against the
   literal default in the ``parameters`` cell (an ``int`` default takes integers, a ``float`` one numbers, a
   ``bool`` one true/false, a ``str`` one text, a list or tuple one a list; a ``None`` or non-literal default
   takes anything).  Bad input (an unknown notebook, a missing or unreadable parameter file, a bad ``-p``, an
-  undeclared key, a value of the wrong type) is an :class:`~scp.errors.SCPError`: one line, exit status 2.
+  undeclared key, a value of the wrong type, a dirty tree) is an :class:`~scp.errors.SCPError`: one line, exit
+  status 2.
 - A failing cell stops the run with one message: notebook, cell index and first line, the error, and where
   the executed copy is.  ``main`` then exits with status 1.
 """
@@ -24,12 +34,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import re
+import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,16 +52,10 @@ from scp.errors import DataFormatError, InputError, MissingFileError, SCPError
 from scp.io import file_above
 from scp.paths import NOTEBOOKS, PARAMS, ROOT, RUNS
 
-DEPENDS: dict[str, tuple[str, ...]] = {}
-"""Notebooks that must run before a notebook (its inputs), e.g. ``{"09_compression_and_transfer":
-("02_reranking_auc",)}`` (09 reuses the models 02 trains).  None is declared yet: notebooks run in the order of their
-number."""
-
 RUNNER_KEYS = ("out_dir",)
 """Parameters the runner sets itself; they may not appear in parameter files or ``-p``."""
 
 __all__ = [
-    "DEPENDS",
     "NotebookFailed",
     "ParameterError",
     "RunnerError",
@@ -62,6 +68,7 @@ __all__ = [
     "notebook_parameters",
     "order",
     "parse_overrides",
+    "read_sections",
     "resolve_params",
     "run",
     "run_notebook",
@@ -276,9 +283,14 @@ def _checked(name: str, where: str, key: str, value: Any, default: Any) -> Any:
 
 
 def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = None) -> list[str]:
-    """``names`` sorted so that each notebook comes after the notebooks it depends on (:data:`DEPENDS`), and
-    otherwise by name (their number).  Dependencies outside ``names`` are not added."""
-    depends = DEPENDS if depends is None else depends
+    """``names`` sorted so that each notebook comes after the notebooks it depends on (default: the ``after``
+    entries that ``params/NAME.yaml`` declares, :mod:`scp.suite.graph`), and otherwise by name (their number).
+    Dependencies outside ``names`` are not added."""
+    if depends is None:
+        from scp.suite.graph import declarations
+        from scp.suite.graph import depends as edges
+
+        depends = edges(declarations())
     todo = sorted(dict.fromkeys(names))
     done: list[str] = []
     visiting: set[str] = set()
@@ -303,8 +315,9 @@ def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = No
 # ----------------------------------------------------------------------------------------- parameters
 
 
-def _read_params(path: Path, name: str) -> tuple[dict, dict]:
-    """(full-run values, smoke overrides) of a parameter file; a missing, unreadable or malformed file raises an
+def read_sections(path: Path, name: str) -> dict[str, dict]:
+    """``{"full", "smoke", "suite"}`` of a parameter file: the full-run values, the smoke overrides and the
+    declared inputs (:mod:`scp.suite.graph`); a missing, unreadable or malformed file raises an
     :class:`~scp.errors.SCPError` naming it."""
     if not path.is_file():
         raise MissingFileError(f"no parameter file {_show(path)} for notebook {name!r}")
@@ -323,14 +336,21 @@ def _read_params(path: Path, name: str) -> tuple[dict, dict]:
             f"{_show(path)} must hold a mapping of parameter names to values, not a {type(params).__name__}"
         )
     params = dict(params)
-    smoke_values = params.pop("smoke", None)
-    smoke_values = {} if smoke_values is None else smoke_values
-    if not isinstance(smoke_values, dict):
-        raise ParameterError(
-            f"{_show(path)}: the smoke section must be a mapping of parameter names to values, "
-            f"not a {type(smoke_values).__name__}"
-        )
-    return params, smoke_values
+    sections = {"full": params}
+    for key in ("smoke", "suite"):
+        value = params.pop(key, None)
+        sections[key] = {} if value is None else value
+        if not isinstance(sections[key], dict):
+            raise ParameterError(
+                f"{_show(path)}: the {key} section must be a mapping, not a {type(sections[key]).__name__}"
+            )
+    return sections
+
+
+def _read_params(path: Path, name: str) -> tuple[dict, dict]:
+    """(full-run values, smoke overrides) of a parameter file (see :func:`read_sections`)."""
+    sections = read_sections(path, name)
+    return sections["full"], sections["smoke"]
 
 
 def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) -> dict:
@@ -459,6 +479,7 @@ def run_notebook(
     params: Mapping[str, Any] | None = None,
     executed: str | Path | None = None,
     log_output: bool = False,
+    runs_dir: str | Path | None = None,
     **overrides,
 ) -> Path:
     """Execute ``notebooks/NAME.ipynb`` with papermill and return the executed copy's path.
@@ -472,6 +493,8 @@ def run_notebook(
         executed: path of the executed copy; default ``runs/[smoke/]NAME.ipynb``, or ``<out_dir>/runs/NAME.ipynb``
             when ``out_dir`` is given and is not the repository root.
         log_output: stream the notebook's output to the terminal.
+        runs_dir: the folder whose ``models/`` holds trained runs shared between notebooks (``$SCP_RUNS_DIR`` in
+            the kernel); default ``<out_dir>/runs``, or the checkout's ``runs/`` for a full run into it.
 
     Raises:
         ParameterError: unknown parameter names.
@@ -495,17 +518,21 @@ def run_notebook(
         executed = Path(executed) / f"{name}.ipynb"
     executed = Path(executed)
     executed.parent.mkdir(parents=True, exist_ok=True)
+    from scp.suite.notebook import RUNS_DIR_ENV
+
+    runs_dir = Path(runs_dir).resolve() if runs_dir is not None else RUNS if out == ROOT else out / "runs"
     try:
-        papermill.execute_notebook(
-            str(source),
-            str(executed),
-            parameters={**values, "out_dir": str(out)},
-            cwd=str(source.parent),
-            kernel_name="python3",
-            progress_bar=False,
-            log_output=log_output,
-            kernel_manager_class=_kernel_manager_class(),
-        )
+        with _environment(**{RUNS_DIR_ENV: str(runs_dir)}):
+            papermill.execute_notebook(
+                str(source),
+                str(executed),
+                parameters={**values, "out_dir": str(out)},
+                cwd=str(source.parent),
+                kernel_name="python3",
+                progress_bar=False,
+                log_output=log_output,
+                kernel_manager_class=_kernel_manager_class(),
+            )
     except PapermillExecutionError as exc:
         raise NotebookFailed(
             name, _source_cell_index(executed, exc.cell_index), exc.source or "", exc.ename, str(exc.evalue), executed
@@ -517,26 +544,165 @@ def run_notebook(
     return executed
 
 
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the kernels started inside (they inherit the runner's environment)."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _replace_whole(new: Path, old: Path) -> None:
+    """Put folder ``new`` where ``old`` is, so ``old`` holds only what one run wrote (files of an earlier run that
+    this one no longer writes go); ``old`` is moved aside first and removed last."""
+    aside = old.with_name(f".{old.name}.replaced")
+    if aside.exists():
+        shutil.rmtree(aside)
+    if old.exists():
+        old.rename(aside)
+    if new.exists():
+        old.parent.mkdir(parents=True, exist_ok=True)
+        new.rename(old)
+    if aside.exists():
+        shutil.rmtree(aside)
+
+
+@dataclass
+class Plan:
+    """What a full run into the checkout will do: the notebooks to run (in order) with the reasons each is
+    stale, and those skipped because their inputs equal the ones their committed provenance records."""
+
+    run: dict[str, list[str]]
+    skip: list[str]
+
+
+def plan(names: Sequence[str], force: bool = False) -> Plan:
+    """Which of ``names`` a full run executes: the stale ones (:func:`scp.suite.graph.status`), or all with
+    ``force``; refuses (:class:`~scp.errors.InputError`) when a notebook comes after a stale one that is not
+    run too, or when the declared graph has problems (a missing model or data file, a cycle)."""
+    from scp.suite.graph import check_graph, declarations, depends, status
+
+    decls = declarations()
+    problems = check_graph({n: decls[n] for n in names} | decls)
+    if problems:
+        raise InputError("the declared inputs do not hold: " + "; ".join(problems))
+    todo = order(names, depends(decls))
+    states = status(None)
+    runs = {n: (states[n] or ["--force"]) for n in todo if force or states[n]}
+    for n in runs:
+        missing = [a for a in decls[n].after if states[a] and a not in runs]
+        if missing:
+            raise InputError(
+                f"{n} reuses what {', '.join(missing)} trained, which is stale ({states[missing[0]][0]}): "
+                f"run them too (scp run {' '.join(missing)} {n})"
+            )
+    return Plan(run=runs, skip=[n for n in todo if n not in runs])
+
+
+def _check_dirty(allow_dirty: bool) -> None:
+    from scp.suite.notebook import git_commit
+
+    git = git_commit(ROOT)
+    if git["dirty"] and not allow_dirty:
+        raise InputError(
+            f"the checkout has uncommitted changes ({', '.join(git['changed'])}): committed results are made from a "
+            "clean tree; commit or stash them, or pass --allow-dirty (the provenance then says dirty: true)"
+        )
+
+
+def _finished(name: str, results: Path, upstream_results: Path, required: bool) -> None:
+    """After a run that wrote ``results/NAME`` under ``results``: its provenance exists (when ``required``) and
+    every file it read is declared or was written by a notebook it comes after (their provenance under
+    ``upstream_results``)."""
+    from scp.suite.graph import declared, read_provenance, uncovered_reads
+
+    prov = read_provenance(name, results)
+    if prov is None and not required:
+        return
+    if prov is None:
+        raise RunnerError(f"notebook {name} wrote no results/{name}/provenance.json (its last cell calls run.finish())")
+    decl = declared(name)
+    upstream = {a: read_provenance(a, upstream_results) for a in decl.after}
+    problems = uncovered_reads(decl, prov, upstream)
+    if problems:
+        raise RunnerError(f"notebook {name} read inputs it does not declare: {'; '.join(problems)}")
+
+
+def _schedule(todo: Sequence[str], jobs: int, work, echo) -> None:
+    """Run ``work(name)`` for ``todo`` in order, up to ``jobs`` at once, each only after the notebooks it comes
+    after (among ``todo``) finished; the first failure stops new starts and is raised once the others end."""
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+    from scp.suite.graph import declarations
+
+    after = {n: {a for a in declarations([n])[n].after if a in todo} for n in todo}
+    pending, done, running, failure = list(todo), set(), {}, None
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        while pending or running:
+            while failure is None and len(running) < jobs:
+                ready = next((n for n in pending if after[n] <= done), None)
+                if ready is None:
+                    break
+                pending.remove(ready)
+                running[pool.submit(work, ready)] = ready
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                name = running.pop(future)
+                try:
+                    future.result()
+                    done.add(name)
+                except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others end
+                    failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
 def run(
     names: str | Sequence[str] = "all",
     smoke: bool = False,
     params: Mapping[str, Any] | None = None,
     out_dir: str | Path | None = None,
     echo=print,
+    force: bool = False,
+    check: bool = False,
+    jobs: int = 1,
+    allow_dirty: bool = False,
 ) -> dict[str, Path]:
     """Run notebooks in dependency order, printing each one's name and time; stop at the first failure.
 
+    A full run into the checkout (no ``out_dir``, no ``params``) is incremental: a notebook whose inputs equal
+    those its committed ``results/NAME/provenance.json`` records is skipped (and said so), unless ``force``.  It
+    refuses a dirty tree unless ``allow_dirty``.  Each notebook runs into ``runs/scratch/NAME`` and, when it
+    succeeded and its reads are all declared, its ``figures/NAME`` and ``results/NAME`` replace the old folders
+    whole.  With ``check`` nothing is replaced: each notebook reruns into ``runs/check/NAME`` and its tables
+    and records are compared with the committed ones (:func:`scp.suite.check.compare`, the notebook's declared
+    tolerance); a difference beyond it raises :class:`RunnerError` after every notebook was compared.
+
     Args:
         names: ``"all"``, one name, or a list of names (``"all"`` inside the list also means every notebook).
-        smoke: use each notebook's ``smoke:`` parameters.
+        smoke: use each notebook's ``smoke:`` parameters (never incremental, never into the checkout).
         params: ``-p`` overrides; each key must be declared by at least one of the notebooks run and is given
             to those that declare it.
         out_dir: where figures and results go; default the repository root, or for ``smoke`` a temporary
             folder that is deleted afterwards (pass one to keep the smoke outputs).
         echo: where progress lines go (``print``; ``None`` for silence).
+        force: rerun notebooks that are up to date.
+        check: rerun into a scratch folder and compare with the committed results instead of replacing them.
+        jobs: notebooks run side by side when none comes after another (each kernel then gets
+            ``OMP_NUM_THREADS = cores // jobs`` unless that is set).
+        allow_dirty: write committed results from a tree with uncommitted changes (recorded as ``dirty: true``).
 
     Returns:
-        ``{name: executed copy}`` in the order the notebooks ran.
+        ``{name: executed copy}`` of the notebooks that ran, in the order they were started.
     """
     echo = echo or (lambda *a, **k: None)
     wanted = [names] if isinstance(names, str) else list(names)
@@ -555,24 +721,76 @@ def run(
     mine_of = {n: {k: v for k, v in params.items() if k in declared[n]} for n in todo}
     for name in todo:  # every notebook's parameters (files and -p) are checked before any kernel starts
         resolve_params(name, smoke, mine_of[name])
+    committed = not smoke and out_dir is None and not check
+    if check and (smoke or out_dir is not None):
+        raise InputError("--check reruns with the full parameters into runs/check/ and compares; no --smoke or --out")
+    if committed and params:
+        raise InputError(
+            "-p changes what a notebook computes: give --out DIR, so the committed results stay as they are"
+        )
+    reasons = {n: [] for n in todo}
+    if committed:
+        _check_dirty(allow_dirty)
+        chosen = plan(todo, force)
+        for n in chosen.skip:
+            echo(f"[skip] {n}: up to date (its inputs equal those results/{n}/provenance.json records)", flush=True)
+        reasons = chosen.run
+        todo = list(chosen.run)
+    env = (
+        {}
+        if "OMP_NUM_THREADS" in os.environ or jobs <= 1
+        else {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
+    )
     tmp = tempfile.TemporaryDirectory(prefix="scp-smoke-") if smoke and out_dir is None else nullcontext(out_dir)
     executed: dict[str, Path] = {}
+    reports: dict[str, Any] = {}
     with tmp as target:
-        for i, name in enumerate(todo, 1):
+        runs_dir = Path(target).resolve() / "runs" if target is not None else RUNS
+        total = len(todo)
+
+        def work(name: str) -> None:
+            i = todo.index(name) + 1
             mine = mine_of[name]
             extra = "".join(f" {k}={v!r}" for k, v in mine.items())
-            echo(f"[{i}/{len(todo)}] running {name} ({'smoke' if smoke else 'full'} parameters{extra}) ...", flush=True)
+            why = f"; stale: {'; '.join(reasons[name])}" if committed else ""
+            mode = "smoke" if smoke else "check" if check else "full"
+            echo(f"[{i}/{total}] running {name} ({mode} parameters{extra}{why}) ...", flush=True)
             t0 = time.perf_counter()
+            scratch = RUNS / ("check" if check else "scratch") / name if (committed or check) else None
+            if scratch is not None and scratch.exists():
+                shutil.rmtree(scratch)
+            dest = scratch if scratch is not None else target
+            copy = RUNS / "smoke" / f"{name}.ipynb" if smoke and out_dir is None else None
+            if committed:
+                copy = RUNS / f"{name}.ipynb"
             try:
-                copy = RUNS / "smoke" / f"{name}.ipynb" if smoke and out_dir is None else None
-                executed[name] = run_notebook(name, smoke=smoke, out_dir=target, params=mine, executed=copy)
+                executed[name] = run_notebook(
+                    name, smoke=smoke, out_dir=dest, params=mine, executed=copy, runs_dir=runs_dir
+                )
+                _finished(name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check)
+                if committed:
+                    for kind in ("figures", "results"):
+                        _replace_whole(scratch / kind / name, ROOT / kind / name)
+                    shutil.rmtree(scratch)
             except RunnerError:
-                echo(f"[{i}/{len(todo)}] {name} failed after {time.perf_counter() - t0:.1f} s", flush=True)
+                echo(f"[{i}/{total}] {name} failed after {time.perf_counter() - t0:.1f} s", flush=True)
                 raise
             echo(
-                f"[{i}/{len(todo)}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}",
-                flush=True,
+                f"[{i}/{total}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}", flush=True
             )
+            if check:
+                from scp.suite.check import compare
+                from scp.suite.graph import declared as declared_of
+
+                report = compare(ROOT / "results" / name, scratch / "results" / name, declared_of(name).tolerance)
+                reports[name] = report
+                echo(f"[check] {name}: {report.summary()}", flush=True)
+
+        with _environment(**env):
+            _schedule(todo, jobs, work, echo)
+    failed = [n for n, r in reports.items() if not r.ok]
+    if failed:
+        raise RunnerError(f"--check: {', '.join(failed)} differ from the committed results beyond their tolerance")
     return executed
 
 
@@ -599,6 +817,25 @@ def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         metavar="DIR",
         help="write figures/ and results/ here instead (default: the repository, or a temporary folder with --smoke)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="rerun notebooks whose inputs equal those their provenance records"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="rerun into runs/check/ and compare every table with the committed one (the notebook's tolerance)",
+    )
+    parser.add_argument(
+        "-j", "--jobs", type=int, default=1, metavar="N", help="run up to N independent notebooks side by side"
+    )
+    parser.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="write committed results from a tree with uncommitted changes (the provenance says dirty: true)",
+    )
+    parser.add_argument(
+        "--status", action="store_true", help="say which notebooks are stale, and why, without running any"
     )
     parser.set_defaults(func=_cli, runner_prog=parser.prog)
     return parser
@@ -631,8 +868,26 @@ def _cli(args: argparse.Namespace) -> int:
         raise InputError(
             f"--out {args.out}: its folder {file_above(args.out)} is a file, so nothing can be written under it"
         )
+    if args.jobs < 1:
+        raise InputError(f"-j expects a positive number of notebooks at once, not {args.jobs}")
+    if args.status:
+        from scp.suite.graph import status
+
+        wanted = None if "all" in names else names
+        for name, reasons in status(wanted).items():
+            print(f"{name}: {'stale: ' + '; '.join(reasons) if reasons else 'up to date'}")
+        return 0
     try:
-        run(names, smoke=args.smoke, params=parse_overrides(args.param), out_dir=args.out)
+        run(
+            names,
+            smoke=args.smoke,
+            params=parse_overrides(args.param),
+            out_dir=args.out,
+            force=args.force,
+            check=args.check,
+            jobs=args.jobs,
+            allow_dirty=args.allow_dirty,
+        )
     except SCPError:
         raise
     except RunnerError as exc:  # a notebook failed: where, and where its executed copy is

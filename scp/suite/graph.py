@@ -1,0 +1,449 @@
+"""The suite's dependency graph: what each notebook reads, in which order notebooks run, and which are stale.
+
+Each ``params/NAME.yaml`` declares its notebook's inputs in a ``suite:`` section (beside ``smoke:``)::
+
+    suite:
+      data: [hotpotqa, cases/table19_dose_protocol.json]  # under $SCP_DATA_DIR: dataset folders or files
+      models: [models/scp-hotpotqa-best.safetensors]      # committed checkpoints it reads
+      after: [02_reranking_auc]   # notebooks whose trained runs (runs/models, keyed by config) it reuses
+      tolerance: {atol: 1.0e-6, rtol: 0.0, ignore: [n_evaluations]}   # what --check lets a rerun move
+
+- :func:`declarations` reads them and :func:`check_graph` checks them against the checkout: every ``after``
+  names a notebook, the graph has no cycle, every model is a file git tracks (a committed input: a notebook never
+  writes ``models/``; ``scp ship`` does, see :mod:`scp.training.ship`), every data entry exists.
+- :func:`uncovered_reads` checks a run's provenance against the declaration: every data file lies under a declared
+  entry, every committed model is declared, and every trained run read from ``runs/models`` was written by the
+  notebook itself or by a declared ``after`` notebook (in the provenance of that notebook's run).
+- :func:`status` says which notebooks are stale against the provenance their results folder holds: the notebook's
+  cells, its full-run parameters, the ``scp`` modules it imports (:func:`code_digests`, read from the source, so
+  a change to one module marks only the notebooks that import it), the data and committed models it read, and
+  staleness of the notebooks it comes after.  Trained runs under ``runs/models`` are a cache keyed by their
+  config: they are rebuilt from code and data when absent, so their bytes are recorded but not compared.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import fnmatch
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from scp.errors import DataFormatError, InputError
+from scp.io import jsonable
+
+SCP_SOURCE = Path(__file__).resolve().parents[1]
+"""The ``scp`` package folder whose modules :func:`code_digests` hashes."""
+
+TIMING_COLUMNS = ("*seconds*", "*_s", "*_s_*", "*time*", "*per_second*", "*speed*up*", "*_ms")
+"""Columns and record names :func:`scp.suite.check.compare` never compares: measured times move every run."""
+
+
+def _dirs():
+    """The runner's notebooks/, params/ and checkout folders (read at call time, so a test may point the runner
+    elsewhere)."""
+    from scp.suite import runner
+
+    return runner.NOTEBOOKS, runner.PARAMS, runner.ROOT
+
+
+__all__ = [
+    "Declared",
+    "TIMING_COLUMNS",
+    "Tolerance",
+    "check_graph",
+    "code_digests",
+    "declarations",
+    "declared",
+    "depends",
+    "module_imports",
+    "notebook_digest",
+    "read_provenance",
+    "status",
+    "uncovered_reads",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """How far a rerun's number may lie from the committed one: ``|new − old| ≤ atol + rtol·|old|``; columns and
+    record names matching an ``ignore`` pattern (and :data:`TIMING_COLUMNS`) are not compared."""
+
+    atol: float = 0.0
+    rtol: float = 0.0
+    ignore: tuple[str, ...] = ()
+
+    def ignores(self, column: str) -> bool:
+        return any(fnmatch.fnmatchcase(column.lower(), p) for p in (*TIMING_COLUMNS, *self.ignore))
+
+    def __str__(self) -> str:
+        extra = f"; also ignored: {', '.join(self.ignore)}" if self.ignore else ""
+        return f"|new − committed| ≤ {self.atol:g} + {self.rtol:g}·|committed| (timing columns ignored{extra})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Declared:
+    """The inputs one notebook declares (see the module docstring)."""
+
+    name: str
+    data: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    tolerance: Tolerance = Tolerance()
+
+
+_KEYS = ("data", "models", "after", "tolerance")
+
+
+def _strings(where: str, key: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise DataFormatError(f"{where}: suite.{key} must be a list of names, not {value!r}")
+    return tuple(value)
+
+
+def declared(name: str, params_dir: Path | None = None) -> Declared:
+    """The ``suite:`` section of ``params/NAME.yaml`` as a :class:`Declared` (bad entries raise, naming them)."""
+    from scp.suite.runner import read_sections
+
+    _, params, root = _dirs()
+    path = Path(params_dir or params) / f"{name}.yaml"
+    section = read_sections(path, name)["suite"]
+    where = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+    unknown = sorted(set(section) - set(_KEYS))
+    if unknown:
+        raise DataFormatError(f"{where}: unknown suite key {', '.join(unknown)} (known: {', '.join(_KEYS)})")
+    tol = section.get("tolerance") or {}
+    if not isinstance(tol, dict) or set(tol) - {"atol", "rtol", "ignore"}:
+        raise DataFormatError(f"{where}: suite.tolerance must be a mapping of atol, rtol and ignore, not {tol!r}")
+    try:
+        atol, rtol = float(tol.get("atol", 0.0)), float(tol.get("rtol", 0.0))
+    except (TypeError, ValueError):
+        raise DataFormatError(f"{where}: suite.tolerance atol and rtol must be numbers, not {tol!r}") from None
+    if not (atol >= 0 and rtol >= 0):
+        raise DataFormatError(f"{where}: suite.tolerance atol and rtol must be ≥ 0, not {tol!r}")
+    return Declared(
+        name=name,
+        data=_strings(where, "data", section.get("data")),
+        models=_strings(where, "models", section.get("models")),
+        after=_strings(where, "after", section.get("after")),
+        tolerance=Tolerance(atol, rtol, _strings(where, "tolerance.ignore", tol.get("ignore"))),
+    )
+
+
+def declarations(
+    names: Iterable[str] | None = None, params_dir: Path | None = None, notebooks_dir: Path | None = None
+) -> dict[str, Declared]:
+    """``{name: Declared}`` for ``names`` (default: every notebook)."""
+    from scp.suite.runner import notebook_names
+
+    return {n: declared(n, params_dir) for n in (notebook_names(notebooks_dir) if names is None else names)}
+
+
+def depends(decls: Mapping[str, Declared]) -> dict[str, tuple[str, ...]]:
+    """``{name: the notebooks it comes after}``: the edges :func:`scp.suite.runner.order` sorts by."""
+    return {n: d.after for n, d in decls.items()}
+
+
+def _tracked(root: Path) -> set[str] | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(out.stdout.decode().split("\0")) if out.returncode == 0 else None
+
+
+def check_graph(decls: Mapping[str, Declared], root: Path | None = None, data_dir: Path | None = None) -> list[str]:
+    """Problems of the declared graph (empty when there are none): an ``after`` that names no notebook, a cycle,
+    a model that is not a file git tracks under ``models/``, a data entry missing under ``data_dir``
+    (default ``$SCP_DATA_DIR``; not checked when neither is set)."""
+    from scp.data.datasets import DATA_DIR_ENV
+    from scp.suite.runner import RunnerError, order
+
+    root = Path(root or _dirs()[2])
+    problems = []
+    for n, d in decls.items():
+        problems += [f"{n}: after {a!r}, which is no notebook" for a in d.after if a not in decls]
+    try:
+        order(decls, depends(decls))
+    except RunnerError as exc:
+        problems.append(str(exc))
+    tracked = _tracked(root)
+    for n, d in decls.items():
+        for m in d.models:
+            if not m.startswith("models/"):
+                problems.append(f"{n}: model {m!r} is not under models/ (trained runs are declared by after)")
+            elif not (root / m).is_file():
+                problems.append(f"{n}: model {m} does not exist")
+            elif tracked is not None and m not in tracked:
+                problems.append(f"{n}: model {m} is not committed (git does not track it)")
+    data_dir = data_dir or (Path(os.environ[DATA_DIR_ENV]) if os.environ.get(DATA_DIR_ENV) else None)
+    if data_dir is not None:
+        for n, d in decls.items():
+            problems += [f"{n}: data {e!r} is not under {data_dir}" for e in d.data if not (data_dir / e).exists()]
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------ digests
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def notebook_digest(name: str, notebooks_dir: Path | None = None) -> str:
+    """sha256 of a notebook's cells (type and source), so saved outputs, execution counts and metadata do not
+    count."""
+    path = Path(notebooks_dir or _dirs()[0]) / f"{name}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    canon = [[c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"]] for c in cells]
+    return _sha(json.dumps(canon, ensure_ascii=False).encode())
+
+
+def _module_file(module: str, source: Path) -> Path | None:
+    parts = module.split(".")
+    if parts[0] != "scp" or not all(part.isidentifier() for part in parts):
+        return None
+    base = source.joinpath(*parts[1:])
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@cache
+def _lazy_table(package: str, source: Path) -> dict[str, str]:
+    """``{name: module}`` of a package whose ``__init__`` binds ``lazy_exports(__name__, {module: names})``."""
+    path = _module_file(package, source)
+    if path is None or path.name != "__init__.py":
+        return {}
+    table: dict[str, str] = {}
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "lazy_exports" and len(node.args) == 2:
+            try:
+                api = ast.literal_eval(node.args[1])
+            except ValueError:
+                continue
+            table.update({name: module for module, names in api.items() for name in names})
+    return table
+
+
+def _imports_in(tree: ast.AST, package: str | None, source: Path) -> set[str]:
+    """The ``scp`` modules an AST imports anywhere (also inside functions): ``import a.b``, ``from a import b``
+    (``b`` a module, or a name a lazily exporting package maps to its module), ``import_module("scp.…")``."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level and package:
+                head = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*head, base] if base else head)
+            found.add(base)
+            lazy = _lazy_table(base, source)
+            for a in node.names:
+                found.add(lazy.get(a.name, f"{base}.{a.name}"))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(node.args[0].value)
+    return {m for m in found if _module_file(m, source) is not None}
+
+
+@cache
+def _module_imports(module: str, source: Path) -> frozenset[str]:
+    path = _module_file(module, source)
+    if path is None:
+        return frozenset()
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return frozenset(_imports_in(ast.parse(path.read_bytes()), package, source))
+
+
+def module_imports(module: str, source: Path | None = None) -> frozenset[str]:
+    """The ``scp`` modules ``module`` imports directly (including its parent packages' ``__init__``)."""
+    return _module_imports(module, Path(source or SCP_SOURCE).resolve())
+
+
+def _closure(roots: Iterable[str], source: Path) -> set[str]:
+    seen: set[str] = set()
+    todo = [r for r in roots if _module_file(r, source) is not None]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parents = [".".join(m.split(".")[:k]) for k in range(1, len(m.split(".")))]
+        todo += [n for n in (*module_imports(m, source), *parents) if n not in seen]
+    return seen
+
+
+def code_digests(name: str, notebooks_dir: Path | None = None, source: Path | None = None) -> dict[str, str]:
+    """``{module: sha256 of its source}`` for every ``scp`` module the notebook's code cells import, directly or
+    through other modules (read from the source, not from a run)."""
+    source = Path(source or SCP_SOURCE).resolve()
+    path = Path(notebooks_dir or _dirs()[0]) / f"{name}.ipynb"
+    roots: set[str] = set()
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        lines = [line for line in text.splitlines() if not line.lstrip().startswith(("%", "!"))]
+        try:
+            roots |= _imports_in(ast.parse("\n".join(lines)), None, source)
+        except SyntaxError:
+            continue
+    return {m: _sha(_module_file(m, source).read_bytes()) for m in sorted(_closure(roots, source))}
+
+
+# ----------------------------------------------------------------------------------------------- staleness
+
+
+def read_provenance(name: str, results_dir: Path | None = None) -> dict[str, Any] | None:
+    """The ``provenance.json`` of a notebook's results folder, or ``None`` when there is none."""
+    path = Path(results_dir or _dirs()[2] / "results") / name / "provenance.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataFormatError(f"{path}: not a provenance record ({exc})") from None
+
+
+def _resolve(shown: str, root: Path) -> Path | None:
+    """The file a provenance path names now (``$SCP_DATA_DIR/…``, checkout-relative, or absolute)."""
+    from scp.data.datasets import DATA_DIR_ENV
+
+    prefix = f"${DATA_DIR_ENV}/"
+    if shown.startswith(prefix):
+        data_dir = os.environ.get(DATA_DIR_ENV)
+        return Path(data_dir) / shown[len(prefix) :] if data_dir else None
+    p = Path(shown)
+    return p if p.is_absolute() else root / p
+
+
+def _input_changes(prov: Mapping[str, Any], root: Path) -> list[str]:
+    from scp.lineage import sha256
+
+    reasons = []
+    for entry in (*prov.get("data_files", ()), *prov.get("models", ())):
+        shown = entry["path"]
+        if shown.startswith("runs/"):
+            continue  # a trained run: a cache keyed by its config, rebuilt from code and data when absent
+        path = _resolve(shown, root)
+        if path is None or not path.is_file():
+            reasons.append(f"input {shown} is missing")
+        elif sha256(path) != entry["sha256"]:
+            reasons.append(f"input {shown} changed")
+    return reasons
+
+
+def _own_reasons(
+    name: str, prov: Mapping[str, Any] | None, params_dir: Path | None, notebooks_dir: Path | None, root: Path
+) -> list[str]:
+    from scp.suite.runner import resolve_params
+
+    if prov is None:
+        return ["no provenance.json (never run, or run before provenance was recorded)"]
+    reasons = []
+    git = prov.get("git") or {}
+    if git.get("dirty") is not False:
+        reasons.append("its results were made from a dirty tree" if git.get("dirty") else "its commit is unknown")
+    current = jsonable(resolve_params(name, params_dir=params_dir, notebooks_dir=notebooks_dir))
+    recorded = prov.get("parameters", {})
+    changed = sorted(k for k in set(current) | set(recorded) if current.get(k) != recorded.get(k))
+    if changed:
+        reasons.append(f"parameters changed: {', '.join(changed)}")
+    inputs = prov.get("inputs") or {}
+    if inputs.get("notebook") != notebook_digest(name, notebooks_dir):
+        reasons.append("the notebook changed")
+    now = code_digests(name, notebooks_dir)
+    then = inputs.get("code") or {}
+    modules = sorted(m for m in set(now) | set(then) if now.get(m) != then.get(m))
+    if modules:
+        shown = ", ".join(modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+        reasons.append(f"code changed: {shown}")
+    return reasons + _input_changes(prov, root)
+
+
+def status(
+    names: Sequence[str] | None = None,
+    results_dir: Path | None = None,
+    params_dir: Path | None = None,
+    notebooks_dir: Path | None = None,
+    root: Path | None = None,
+) -> dict[str, list[str]]:
+    """``{name: reasons it is stale}`` (an empty list: up to date with its committed provenance) for ``names``
+    (default every notebook), in dependency order; a notebook after a stale one is stale too."""
+    from scp.suite.runner import order
+
+    decls = declarations(None, params_dir, notebooks_dir)
+    names = list(decls) if names is None else list(names)
+    unknown = [n for n in names if n not in decls]
+    if unknown:
+        raise InputError(f"unknown notebook {', '.join(unknown)}")
+    root = Path(root or _dirs()[2])
+    out: dict[str, list[str]] = {}
+    for n in order(decls, depends(decls)):
+        reasons = _own_reasons(n, read_provenance(n, results_dir), params_dir, notebooks_dir, root)
+        reasons += [f"it comes after {a}, which is stale" for a in decls[n].after if out.get(a)]
+        out[n] = reasons
+    return {n: out[n] for n in order(names, depends(decls))}
+
+
+# ------------------------------------------------------------------------------------------------ coverage
+
+
+def _under(shown: str, entries: Iterable[str], prefix: str) -> bool:
+    return any(shown == f"{prefix}{e}" or shown.startswith(f"{prefix}{e.rstrip('/')}/") for e in entries)
+
+
+def uncovered_reads(
+    decl: Declared, prov: Mapping[str, Any], upstream: Mapping[str, Mapping[str, Any] | None] | None = None
+) -> list[str]:
+    """What a run read that its declaration does not provide (empty when everything is covered): a data file
+    outside the declared ``data``, a committed model not in ``models``, a trained run under ``runs/`` that neither
+    this run nor the provenance of a declared ``after`` notebook wrote, or another file of the checkout.
+
+    Args:
+        decl: the notebook's :class:`Declared`.
+        prov: the provenance of its run (``results/NAME/provenance.json``).
+        upstream: ``{name: provenance}`` of the notebooks it comes after (``None`` for one not run).
+    """
+    from scp.data.datasets import DATA_DIR_ENV
+
+    written = {e["path"] for e in prov.get("models_written", ())}
+    for a in decl.after:
+        written |= {e["path"] for e in ((upstream or {}).get(a) or {}).get("models_written", ())}
+    problems = []
+    for entry in prov.get("data_files", ()):
+        shown = entry["path"]
+        if not _under(shown, decl.data, f"${DATA_DIR_ENV}/"):
+            problems.append(f"{decl.name} read data {shown}, which its suite.data does not declare")
+    for entry in prov.get("models", ()):
+        shown = entry["path"]
+        if shown.startswith("models/"):
+            if shown not in decl.models:
+                problems.append(f"{decl.name} read {shown}, which its suite.models does not declare")
+        elif shown.startswith("runs/"):
+            if shown not in written:
+                after = ", ".join(decl.after) or "none"
+                problems.append(
+                    f"{decl.name} read the trained run {shown}, which neither it nor a notebook it comes after "
+                    f"({after}) wrote"
+                )
+        elif not Path(shown).is_absolute():
+            problems.append(f"{decl.name} read {shown} from the checkout, which no declaration provides")
+    return problems

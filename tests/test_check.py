@@ -1,0 +1,50 @@
+"""`scp run NAME --check`: a rerun's tables and records against the committed ones (scp.suite.check)."""
+
+import json
+
+from scp.suite.check import compare
+from scp.suite.graph import Tolerance
+
+
+def _folder(path, rows, records):
+    path.mkdir(parents=True)
+    lines = ["method,auc,seconds,n"] + [f"{m},{a},{s},{n}" for m, a, s, n in rows]
+    (path / "auc.csv").write_text("\n".join(lines) + "\n")
+    (path / "records.json").write_text(json.dumps(records))
+    return path
+
+
+def test_equal_within_tolerance_and_timings_ignored(tmp_path):
+    old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5), ("bm25", "nan", 2.0, 5)], {"auc": 0.9, "train_seconds": 3})
+    new = _folder(
+        tmp_path / "new", [("scp", 0.9 + 4e-7, 9.0, 5), ("bm25", "nan", 7.0, 5)], {"auc": 0.9, "train_seconds": 8}
+    )
+    report = compare(old, new, Tolerance(atol=1e-6))
+    assert report.ok, report.summary()
+    assert report.files == 2 and report.values == 5 and 3e-7 < report.largest < 5e-7
+    assert report.summary().startswith("equal within tolerance")
+
+
+def test_differences_beyond_tolerance_are_listed(tmp_path):
+    old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5)], {"auc": [0.9, 0.8], "name": "a"})
+    new = _folder(tmp_path / "new", [("SCP", 0.91, 1.0, 5)], {"auc": [0.9, 0.7], "name": "a", "extra": 1})
+    (new / "more.csv").write_text("a\n1\n")
+    report = compare(old, new, Tolerance(atol=1e-3))
+    found = {(d.file, d.where) for d in report.differences}
+    assert found == {
+        ("auc.csv", "row 0 method"),
+        ("auc.csv", "row 0 auc"),
+        ("records.json", "['auc'][1]"),
+        ("records.json", "['extra']"),
+        ("more.csv", "file"),
+    }
+    assert not report.ok and "5 differences beyond tolerance" in report.summary()
+    assert compare(old, new, Tolerance(atol=0.2)).differences != []  # text and structure never pass by tolerance
+
+
+def test_rows_and_columns_must_match(tmp_path):
+    old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5)], {})
+    new = _folder(tmp_path / "new", [("scp", 0.9, 1.0, 5), ("bm25", 0.8, 1.0, 5)], {})
+    assert [d.where for d in compare(old, new, Tolerance()).differences] == ["rows"]
+    (new / "auc.csv").write_text("method,auc\nscp,0.9\n")
+    assert [d.where for d in compare(old, new, Tolerance()).differences] == ["columns"]
