@@ -378,3 +378,17 @@ def test_an_error_after_the_model_loaded_is_one_stderr_line(tmp_path, monkeypatc
     assert code == 2 and list((tmp_path / "cache").iterdir()), err  # the embedder did run before the error
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scp prune: error: ") and "lone surrogate" in lines[0], err
+
+
+def test_padded_embedders_give_the_same_bits_whatever_the_batch(data_dir):
+    """MiniLM pads a batch to its longest text; one text per pass makes each vector independent of the others,
+    so an embedding cache filled in any order feeds training the same inputs."""
+    from scp.data.datasets import load_dataset
+    from scp.data.embedders import minilm_embedder
+
+    emb = minilm_embedder()
+    assert emb.padded and emb.cache_id == f"{emb.id}@one-text-per-pass"
+    texts = [u for e in load_dataset("hotpotqa", split="test", limit=2) for u in e.unit_texts(True)][:24]
+    together = emb.encode(texts, batch_size=64)
+    alone = np.stack([emb.encode([t])[0] for t in texts[::-1]])[::-1]
+    assert np.array_equal(together, alone)
