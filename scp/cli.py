@@ -1,5 +1,5 @@
-"""Command line: ``scp eval``, ``scp train``, ``scp prune``, ``scp convert-checkpoint`` and ``scp run`` (notebooks;
-also ``python -m scp``).
+"""Command line: ``scp eval``, ``scp train``, ``scp prune``, ``scp convert-checkpoint``, ``scp ship`` (a trained run
+into ``models/``, with its card) and ``scp run`` (notebooks; also ``python -m scp``).
 
 Bad input (an :class:`~scp.errors.SCPError` or an argparse error) is one line on stderr and exit code 2, never a
 traceback; anything else is a bug: its traceback and exit code 1.  Ctrl-C is one line saying what was saved
@@ -161,6 +161,14 @@ def _convert(args) -> int:
 
     checksum = convert(args.old, args.new)
     print(f"wrote {args.new} (content checksum {checksum}, the same as {args.old}'s)")
+    return 0
+
+
+def _ship(args) -> int:
+    from scp.training.ship import ship
+
+    target = ship(args.run, args.name, args.chosen_by)
+    print(f"shipped {args.run} as {target} with its card {target.with_suffix('.json')}; commit both")
     return 0
 
 
@@ -349,6 +357,14 @@ def build_parser() -> argparse.ArgumentParser:
     cv.add_argument("old", help="the checkpoint to convert (legacy .pt or .safetensors)")
     cv.add_argument("new", help="the .safetensors file to write")
     cv.set_defaults(func=_convert)
+
+    sh = sub.add_parser(
+        "ship", help="copy a trained run's best.safetensors into models/ and write its card (the run, why, when)"
+    )
+    sh.add_argument("run", help="the trained run: runs/models/<run> or its best.safetensors")
+    sh.add_argument("--as", dest="name", required=True, metavar="NAME", help="file stem under models/")
+    sh.add_argument("--chosen-by", required=True, metavar="TEXT", help="the notebook and table that chose this run")
+    sh.set_defaults(func=_ship)
 
     runner.add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
     return parser
