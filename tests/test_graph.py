@@ -208,3 +208,19 @@ def test_tolerance_ignores_timing_columns():
     for column in ("auc", "test_auc_ci_low", "recall", "n_test"):
         assert not tol.ignores(column), column
     assert "1e-06" in str(tol) and "n_evaluations" in str(tol)
+
+
+def test_the_notebook_digest_is_its_code(tmp_path):
+    nb = json.loads((ROOT / "notebooks" / "03_niah.ipynb").read_text())
+    (tmp_path / "03_niah.ipynb").write_text(json.dumps(nb))
+    before = notebook_digest("03_niah", tmp_path)
+    assert before == notebook_digest("03_niah")
+    markdown = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    markdown["source"] = ["text fixed\n"]
+    nb["cells"][-2]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["x"]}]
+    (tmp_path / "03_niah.ipynb").write_text(json.dumps(nb))
+    assert notebook_digest("03_niah", tmp_path) == before  # text and outputs do not rerun a notebook
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["source"] = ["seed = 1  # changed\n"]
+    (tmp_path / "03_niah.ipynb").write_text(json.dumps(nb))
+    assert notebook_digest("03_niah", tmp_path) != before

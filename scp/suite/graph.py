@@ -15,7 +15,7 @@ Each ``params/NAME.yaml`` declares its notebook's inputs in a ``suite:`` section
   entry, every committed model is declared, and every trained run read from ``runs/models`` was written by the
   notebook itself or by a declared ``after`` notebook (in the provenance of that notebook's run).
 - :func:`status` says which notebooks are stale against the provenance their results folder holds: the notebook's
-  cells, its full-run parameters, the ``scp`` modules it imports (:func:`code_digests`, read from the source, so
+  code cells, its full-run parameters, the ``scp`` modules it imports (:func:`code_digests`, read from the source, so
   a change to one module marks only the notebooks that import it), the data and committed models it read, and
   staleness of the notebooks it comes after.  Trained runs under ``runs/models`` are a cache keyed by their
   config: they are rebuilt from code and data when absent, so their bytes are recorded but not compared.
@@ -200,12 +200,17 @@ def _sha(data: bytes) -> str:
 
 
 def notebook_digest(name: str, notebooks_dir: Path | None = None) -> str:
-    """sha256 of a notebook's cells (type and source), so saved outputs, execution counts and metadata do not
-    count."""
+    """sha256 of a notebook's code cells (their sources, in order): what its figures and tables are computed
+    by.  Markdown, saved outputs, execution counts and metadata do not count, so fixing the text never reruns
+    a notebook (the markdown-number test checks the text against the committed records instead)."""
     path = Path(notebooks_dir or _dirs()[0]) / f"{name}.ipynb"
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-    canon = [[c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"]] for c in cells]
-    return _sha(json.dumps(canon, ensure_ascii=False).encode())
+    code = [
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+        for c in cells
+        if c["cell_type"] == "code"
+    ]
+    return _sha(json.dumps(code, ensure_ascii=False).encode())
 
 
 def _module_file(module: str, source: Path) -> Path | None:
