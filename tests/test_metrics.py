@@ -194,3 +194,29 @@ def test_all_recall_at_keep_every_positive_kept():
     assert all_recall_at_keep(*one) == pytest.approx(recall_at_keep(*one))
     with pytest.raises(ValueError):
         all_recall_at_keep([0.1], [1], 1.5)
+
+
+def test_over_seeds_separates_retraining_from_test_examples():
+    from scipy.stats import t as student_t
+
+    from scp.core.metrics import over_seeds
+
+    rng = np.random.default_rng(0)
+    examples = rng.uniform(0.6, 1.0, size=40)
+    shifts = np.array([-0.02, 0.0, 0.02])
+    x = examples[None, :] + shifts[:, None]
+    x[1, 3] = np.nan  # undefined for one seed: dropped for all
+    r = over_seeds(x, n_boot=500, seed=0)
+    keep = np.ones(40, bool)
+    keep[3] = False
+    means = x[:, keep].mean(axis=1)
+    assert r.n_seeds == 3 and r.n_used == 39 and r.n_excluded == 1
+    assert np.allclose(r.per_seed, means) and np.isclose(r.mean, means.mean())
+    half = student_t.ppf(0.975, 2) * means.std(ddof=1) / np.sqrt(3)
+    assert np.allclose(r.ci_seeds, (means.mean() - half, means.mean() + half))
+    # the seeds differ by a constant shift, so the example CI is that of the seed-averaged values
+    assert r.ci_examples[0] < r.mean < r.ci_examples[1]
+    same = over_seeds(np.vstack([examples, examples]), n_boot=500)
+    assert same.sd_seeds == 0 and same.ci_seeds == (same.mean, same.mean)
+    with pytest.raises(ValueError, match="≥ 2 seeds"):
+        over_seeds([examples])

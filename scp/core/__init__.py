@@ -32,6 +32,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "scp.core.monte_carlo": ("monte_carlo",),
         "scp.core.adaptive": ("adaptive_monte_carlo",),
         "scp.core.closed_forms": ("max_game_shapley", "max_shapley"),
-        "scp.core.metrics": ("aggregate", "kendall_tau_b", "paired_difference", "pairwise_auc", "recall_at_keep"),
+        "scp.core.metrics": (
+            "SeedAggregate",
+            "aggregate",
+            "kendall_tau_b",
+            "over_seeds",
+            "paired_difference",
+            "pairwise_auc",
+            "recall_at_keep",
+        ),
     },
 )

@@ -227,6 +227,58 @@ def kendall_tau_b(a: Sequence[float], b: Sequence[float]) -> float:
     return s / math.sqrt(untied_x * untied_y)
 
 
+@dataclass(frozen=True)
+class SeedAggregate:
+    """A per-example score measured once per training seed on the same examples, summarised over both.
+
+    ``mean`` = (1/S) Σ_s mean_k x_{s,k}; ``per_seed`` the S per-seed means and ``sd_seeds`` their standard deviation
+    (ddof 1); ``ci_seeds`` a Student-t interval over the S per-seed means (S − 1 degrees of freedom: how far
+    retraining moves the result); ``ci_examples`` a percentile bootstrap over examples of the seed-averaged
+    per-example values x̄_k = (1/S) Σ_s x_{s,k} (how far other test examples move it)."""
+
+    mean: float
+    per_seed: tuple[float, ...]
+    sd_seeds: float
+    ci_seeds: tuple[float, float]
+    ci_examples: tuple[float, float]
+    n_seeds: int
+    n_used: int
+    n_excluded: int
+
+
+def over_seeds(
+    per_seed: Sequence[Sequence[float]], n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+) -> SeedAggregate:
+    """:class:`SeedAggregate` of ``per_seed[s][k]`` (seed s, example k; every seed on the same examples, in the
+    same order).  An example that is ``nan`` for any seed (no positive unit, say) is excluded and counted.
+
+    Raises:
+        InputError: fewer than 2 seeds, seeds of different lengths, or a bad ``ci``/``n_boot``.
+    """
+    from scipy.stats import t as student_t
+
+    x = np.asarray(per_seed, dtype=np.float64)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise InputError(f"over_seeds needs ≥ 2 seeds of per-example values (a seeds × examples array), got {x.shape}")
+    keep = ~np.isnan(x).any(axis=0)
+    by_example = aggregate(x[:, keep].mean(axis=0), n_boot=n_boot, seed=seed, ci=ci)
+    means = x[:, keep].mean(axis=1)
+    n = means.size
+    sd = float(means.std(ddof=1))
+    half = float(student_t.ppf((1 + ci) / 2, n - 1) * sd / math.sqrt(n))
+    center = float(means.mean())
+    return SeedAggregate(
+        mean=center,
+        per_seed=tuple(float(m) for m in means),
+        sd_seeds=sd,
+        ci_seeds=(center - half, center + half),
+        ci_examples=(by_example.ci_low, by_example.ci_high),
+        n_seeds=n,
+        n_used=int(keep.sum()),
+        n_excluded=int((~keep).sum()),
+    )
+
+
 def paired_difference(
     a: Sequence[float], b: Sequence[float], n_boot: int = 1000, seed: int = 0, ci: float = 0.95
 ) -> Aggregate:
