@@ -13,7 +13,7 @@ Each ``params/NAME.yaml`` declares its notebook's inputs in a ``suite:`` section
   writes ``models/``; ``scp ship`` does, see :mod:`scp.training.ship`), every data entry exists.
 - :func:`uncovered_reads` checks a run's provenance against the declaration: every data file lies under a declared
   entry, every committed model is declared, and every trained run read from ``runs/models`` was written by the
-  notebook itself or by a declared ``after`` notebook (in the provenance of that notebook's run).
+  notebook itself or by another notebook's run (in the provenance of that run).
 - :func:`status` says which notebooks are stale against the provenance their results folder holds: the notebook's
   code cells, its full-run parameters, the ``scp`` modules it imports (:func:`code_digests`, read from the source, so
   a change to one module marks only the notebooks that import it), the data and committed models it read, and
@@ -416,22 +416,24 @@ def _under(shown: str, entries: Iterable[str], prefix: str) -> bool:
 
 
 def uncovered_reads(
-    decl: Declared, prov: Mapping[str, Any], upstream: Mapping[str, Mapping[str, Any] | None] | None = None
+    decl: Declared, prov: Mapping[str, Any], others: Mapping[str, Mapping[str, Any] | None] | None = None
 ) -> list[str]:
-    """What a run read that its declaration does not provide (empty when everything is covered): a data file
-    outside the declared ``data``, a committed model not in ``models``, a trained run under ``runs/`` that neither
-    this run nor the provenance of a declared ``after`` notebook wrote, or another file of the checkout.
+    """What a run read that no declaration or earlier run provides (empty when everything is covered): a data
+    file outside the declared ``data``, a committed model not in ``models``, a trained run under ``runs/`` that
+    neither this run nor another notebook's run wrote (by the provenance of each), or another file of the
+    checkout.  Trained runs are a cache keyed by their config, so any notebook may have trained one; ``after``
+    orders the runs (and makes a notebook stale with the one it reuses).
 
     Args:
         decl: the notebook's :class:`Declared`.
         prov: the provenance of its run (``results/NAME/provenance.json``).
-        upstream: ``{name: provenance}`` of the notebooks it comes after (``None`` for one not run).
+        others: ``{name: provenance}`` of the other notebooks' runs (``None`` for one not run).
     """
     from scp.data.datasets import DATA_DIR_ENV
 
     written = {e["path"] for e in prov.get("models_written", ())}
-    for a in decl.after:
-        written |= {e["path"] for e in ((upstream or {}).get(a) or {}).get("models_written", ())}
+    for other in (others or {}).values():
+        written |= {e["path"] for e in (other or {}).get("models_written", ())}
     problems = []
     for entry in prov.get("data_files", ()):
         shown = entry["path"]
@@ -444,10 +446,8 @@ def uncovered_reads(
                 problems.append(f"{decl.name} read {shown}, which its suite.models does not declare")
         elif shown.startswith("runs/"):
             if shown not in written:
-                after = ", ".join(decl.after) or "none"
                 problems.append(
-                    f"{decl.name} read the trained run {shown}, which neither it nor a notebook it comes after "
-                    f"({after}) wrote"
+                    f"{decl.name} read the trained run {shown}, which no notebook's run wrote (by their provenance)"
                 )
         elif not Path(shown).is_absolute():
             problems.append(f"{decl.name} read {shown} from the checkout, which no declaration provides")

@@ -619,7 +619,7 @@ def _check_dirty(allow_dirty: bool) -> None:
 
 def _finished(name: str, results: Path, upstream_results: Path, required: bool) -> None:
     """After a run that wrote ``results/NAME`` under ``results``: its provenance exists (when ``required``) and
-    every file it read is declared or was written by a notebook it comes after (their provenance under
+    every file it read is declared or was written by another notebook's run (their provenance under
     ``upstream_results``)."""
     from scp.suite.graph import declared, read_provenance, uncovered_reads
 
@@ -628,9 +628,8 @@ def _finished(name: str, results: Path, upstream_results: Path, required: bool) 
         return
     if prov is None:
         raise RunnerError(f"notebook {name} wrote no results/{name}/provenance.json (its last cell calls run.finish())")
-    decl = declared(name)
-    upstream = {a: read_provenance(a, upstream_results) for a in decl.after}
-    problems = uncovered_reads(decl, prov, upstream)
+    others = {n: read_provenance(n, upstream_results) for n in notebook_names() if n != name}
+    problems = uncovered_reads(declared(name), prov, others)
     if problems:
         raise RunnerError(f"notebook {name} read inputs it does not declare: {'; '.join(problems)}")
 
