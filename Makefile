@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= embed,notebooks,llm,dev,ray
+JOBS   ?= $(shell nproc)
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
 .PHONY: setup lint test figures smoke lab bench reproduce clean
@@ -31,8 +32,11 @@ lint: setup
 test: lint
 	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup --no-loadscope-reorder --durations=15
 
+# every notebook with its full parameters, incrementally (skips those whose inputs equal what their committed
+# provenance records), independent notebooks side by side; then figures/README.md and README.md's suite table
 figures: setup
-	$(BIN)/scp run all
+	$(BIN)/scp run all -j $(JOBS)
+	$(BIN)/python -m scp.suite.gallery
 
 smoke: setup
 	$(BIN)/scp run all --smoke
