@@ -21,11 +21,22 @@ def test_committed_gallery_and_readme_table_are_current():
     assert table == suite.readme_table() + "\n"
 
 
+def test_every_folder_of_figures_is_in_the_gallery():
+    gallery = suite.gallery()
+    folders = {png.parent.name for png in (suite.ROOT / "figures").glob("*/*.png")}
+    assert "bench" in folders and folders <= set(suite.NOTEBOOKS) | set(suite.OTHER_FIGURES)
+    for png in (suite.ROOT / "figures").glob("*/*.png"):
+        assert f"({png.parent.name}/{png.name})" in gallery, f"{png} is not in figures/README.md"
+
+
 def test_wall_time_is_read_from_the_provenance(tmp_path):
     (tmp_path / "results" / "x").mkdir(parents=True)
     (tmp_path / "results" / "x" / "a.json").write_text('{"provenance": {"wall_time_s": 12.5}}')
     (tmp_path / "results" / "x" / "b.json").write_text('{"provenance": {"wall_time_s": 80.0}}')
     assert suite.wall_time("x", tmp_path) == 80.0 and suite.wall_time("y", tmp_path) is None
+    # run.finish() writes results/NAME/provenance.json: its wall_time_s is the whole run's, and it wins
+    (tmp_path / "results" / "x" / "provenance.json").write_text('{"wall_time_s": 95.5, "notebook": "x"}')
+    assert suite.wall_time("x", tmp_path) == 95.5
 
 
 def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):

@@ -10,7 +10,8 @@ haystack; here the haystack is real text and every ranker is scored the same way
   needle AUC, and at each keep ratio r the needle recall (:func:`scp.core.metrics.recall_at_keep`) and the
   all-needle recall (:func:`scp.core.metrics.all_recall_at_keep`);
 - :func:`summarize_by_group` gives the mean and bootstrap CI of those columns per group (method, length,
-  depth, …).
+  depth, …); with ``cluster=`` the CI is a cluster (block) bootstrap (:func:`cluster_bootstrap`), which resamples
+  whole haystacks, so that the depths of one haystack, which share its sentences, count as one draw.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from scp.core.metrics import aggregate, all_recall_at_keep, pairwise_auc, recall_at_keep
+from scp.core.metrics import Aggregate, aggregate, all_recall_at_keep, pairwise_auc, recall_at_keep
 from scp.data.datasets import Example
 from scp.data.text import is_blank
 from scp.errors import InputError, InputTypeError
 
-__all__ = ["distractor_pool", "needle_rows", "niah_seed", "summarize_by_group"]
+__all__ = ["cluster_bootstrap", "distractor_pool", "needle_rows", "niah_seed", "summarize_by_group"]
 
 _SEED = re.compile(r"-s(\d+)$")
 
@@ -95,20 +96,83 @@ def needle_rows(
     return rows
 
 
+def cluster_bootstrap(
+    values: Sequence[float], clusters: Sequence, n_boot: int = 1000, seed: int = 0, ci: float = 0.95
+) -> Aggregate:
+    """Mean and percentile-bootstrap CI of the mean of ``values`` that come in clusters (a block bootstrap).
+
+    Each of the ``n_boot`` resamples draws as many clusters as there are, with replacement, and keeps every value
+    of each cluster drawn; its statistic is the mean of the values kept (the drawn clusters' sums over their
+    sizes).  Values of one cluster that are correlated (one haystack at several depths) thus move together, and
+    the interval reflects the number of clusters, not of values.  With one value per cluster this is the plain
+    bootstrap of :func:`scp.core.metrics.aggregate` (same seed, same resamples, the same numbers).
+
+    Args:
+        values: one number per cell; ``nan`` is excluded and counted in ``n_excluded`` (a cluster with no value
+            left is dropped).
+        clusters: one hashable cluster label per value (e.g. the haystack's seed); clusters are numbered in the
+            order they first appear.
+        n_boot, seed: bootstrap resamples and the seed of their generator.
+        ci: the confidence level; the bounds are the (1 − ci)/2 and (1 + ci)/2 quantiles of the resampled means.
+
+    Returns:
+        :class:`scp.core.metrics.Aggregate`: the mean of all values, the interval, ``n_used`` values and
+        ``n_excluded`` nan values.
+    """
+    if not 0 < ci < 1:
+        raise InputError(f"ci must be in (0, 1), got {ci}")
+    if n_boot < 1:
+        raise InputError(f"n_boot must be >= 1, got {n_boot}")
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    labels = list(clusters)
+    if len(labels) != v.size:
+        raise InputError(f"{v.size} values but {len(labels)} cluster labels")
+    if np.isinf(v).any():
+        raise InputError("values contain ±inf")
+    keep = ~np.isnan(v)
+    excluded = int((~keep).sum())
+    if not keep.any():
+        return Aggregate(math.nan, math.nan, math.nan, 0, excluded)
+    index: dict = {}
+    ids = np.array([index.setdefault(c, len(index)) for c, k in zip(labels, keep) if k])
+    v = v[keep]
+    sums = np.bincount(ids, weights=v, minlength=len(index))
+    sizes = np.bincount(ids, minlength=len(index)).astype(np.float64)
+    k = sums.size
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 10_000_000 // k)  # the chunks of scp.core.metrics.aggregate: the same draws for k = n
+    means = np.concatenate(
+        [
+            sums[draw].sum(axis=1) / sizes[draw].sum(axis=1)
+            for draw in (rng.integers(0, k, size=(min(chunk, n_boot - i), k)) for i in range(0, n_boot, chunk))
+        ]
+    )
+    low, high = np.quantile(means, [(1 - ci) / 2, (1 + ci) / 2])
+    return Aggregate(float(v.mean()), float(low), float(high), int(v.size), excluded)
+
+
 def summarize_by_group(
-    rows: Sequence[dict], by: Sequence[str], columns: Sequence[str], n_boot: int = 1000, seed: int = 0
+    rows: Sequence[dict],
+    by: Sequence[str],
+    columns: Sequence[str],
+    n_boot: int = 1000,
+    seed: int = 0,
+    cluster: str | None = None,
 ) -> list[dict]:
-    """Mean and percentile-bootstrap 95% CI (:func:`scp.core.metrics.aggregate`) of ``columns`` per group.
+    """Mean and percentile-bootstrap 95% CI of ``columns`` per group.
 
     Args:
         rows: e.g. :func:`needle_rows` output (one row per context and method).
         by: the keys that define a group, e.g. ``("method", "n_units")``; groups keep first-seen order.
         columns: numeric columns to summarise.
         n_boot, seed: bootstrap resamples and their seed.
+        cluster: ``None``: every row is resampled on its own (:func:`scp.core.metrics.aggregate`); a key such as
+            ``"seed"`` (the haystack): the rows of a group that share its value are resampled together
+            (:func:`cluster_bootstrap`), which is the same as the plain bootstrap where each value holds one row.
 
     Returns:
-        One row per group: the ``by`` values, ``n`` (rows in the group) and, per column c, ``c``,
-        ``c_ci_low`` and ``c_ci_high``.
+        One row per group: the ``by`` values, ``n`` (rows in the group), with ``cluster`` also ``n_clusters``
+        (its distinct values in the group), and, per column c, ``c``, ``c_ci_low`` and ``c_ci_high``.
     """
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
@@ -116,8 +180,14 @@ def summarize_by_group(
     out = []
     for key, members in groups.items():
         summary = dict(zip(by, key), n=len(members))
+        if cluster is not None:
+            summary["n_clusters"] = len({m[cluster] for m in members})
         for c in columns:
-            agg = aggregate([m[c] for m in members], n_boot=n_boot, seed=seed)
+            values = [m[c] for m in members]
+            if cluster is None:
+                agg = aggregate(values, n_boot=n_boot, seed=seed)
+            else:
+                agg = cluster_bootstrap(values, [m[cluster] for m in members], n_boot=n_boot, seed=seed)
             summary.update({c: agg.mean, f"{c}_ci_low": agg.ci_low, f"{c}_ci_high": agg.ci_high})
         out.append(summary)
     return out

@@ -5,8 +5,9 @@ caption, and its measured wall time.
 markers of ``README.md`` from what is on disk: the figures under ``figures/NAME/`` and the ``wall_time_s`` that
 each notebook's result tables carry in their provenance (written by the notebook itself, so no number here is
 typed by hand), beside the times of one ``make figures`` in a fresh clone (empty caches), which
-``python -m scp.suite.gallery --cold-run CLONE`` reads from the clone's executed notebooks into :data:`COLD_RUN`.  A
-figure without a caption is an error: every figure says what it shows.
+``python -m scp.suite.gallery --cold-run CLONE`` reads from the clone's executed notebooks into :data:`COLD_RUN`.
+Folders of ``figures/`` that no notebook draws (:data:`OTHER_FIGURES`, e.g. the benchmarks' ``figures/bench/``) get a
+section of their own.  A figure without a caption is an error: every figure says what it shows.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scp.paths import ROOT
 
 __all__ = [
     "NOTEBOOKS",
+    "OTHER_FIGURES",
     "CAPTIONS",
     "COLD_RUN",
     "wall_time",
@@ -69,7 +71,14 @@ NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper f
     ),
 }
 
-CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
+OTHER_FIGURES: dict[str, tuple[str, str]] = {  # folder of figures/ that no notebook draws -> (what, made by)
+    "bench": (
+        "benchmarks of the Shapley estimators (`BENCHMARKS.md`)",
+        "`python -m scp.bench accuracy`",
+    ),
+}
+
+CAPTIONS: dict[str, str] = {  # "NAME/stem" (or "FOLDER/stem" of OTHER_FIGURES) -> one line
     "00_cooperative_games_tutorial/mc_error_vs_permutations": (
         "Monte-Carlo error max_i |φ̂_i − φ_i| against M on a random game, with the Theorem 3.1 bound."
     ),
@@ -86,11 +95,21 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
         "The paper's 3.03M network beside the shipped preset and the pointwise control: validation AUC by epoch "
         "and HotpotQA test AUC (95% CI), BM25 for reference."
     ),
-    "02_reranking_auc/auc_by_dataset": "Pairwise AUC (95% bootstrap CI) of every method on the five datasets.",
-    "02_reranking_auc/paired_differences": "Paired AUC differences SCP − BM25 and SCP − pointwise (95% CI).",
-    "02_reranking_auc/recall_at_keep": "Recall of supporting units against the keep ratio, per dataset.",
+    "02_reranking_auc/auc_by_dataset": (
+        "Pairwise AUC (95% bootstrap CI) of every method on the eight test variants of the five datasets."
+    ),
+    "02_reranking_auc/paired_differences": (
+        "Paired AUC differences of SCP against BM25, MiniLM cosine, the pointwise control and SCP-LOO on each "
+        "test variant (95% CI over contexts)."
+    ),
+    "02_reranking_auc/recall_at_keep": (
+        "Recall of supporting units against the keep ratio, per dataset variant (95% bands)."
+    ),
     "03_niah/single_needle_heatmaps": "Single-needle recall by context length and insertion depth, per method.",
-    "03_niah/single_needle_curves": "Single-needle recall against context length (95% CI over trials).",
+    "03_niah/single_needle_curves": (
+        "Single-needle recall against context length (all depths pooled) and against insertion depth at the longest "
+        "length (95% bootstrap bands over haystacks)."
+    ),
     "03_niah/two_needles_recall_vs_length": "Two-needle recall against context length.",
     "03_niah/five_needles_all_recall_vs_keep_ratio": "Five needles: probability that all are kept, by keep ratio.",
     "04_mc_budget_and_bounds/auc_and_time_vs_permutations": (
@@ -118,12 +137,21 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
         "Share of sampled supermodularity inequalities violated on real test contexts, logit game and bounded game "
         "(95% CI over contexts)."
     ),
-    "08_landscape_of_context/shapley_values": "Exact Shapley values on real contexts of at most 12 units.",
+    "08_landscape_of_context/shapley_values": (
+        "Exact Shapley values of the units of one real HotpotQA context (12 units), supporting units coloured."
+    ),
     "08_landscape_of_context/core_membership": "Whether the Shapley value lies in the core, and the least-core ε.",
     "08_landscape_of_context/context_tree": "The laminar family of tight sets drawn as a tree.",
-    "08_landscape_of_context/pair_interactions": "Pairwise Harsanyi dividends of one context.",
-    "08_landscape_of_context/pair_types": "Harsanyi dividends by pair type (gold–gold, gold–other, other–other).",
-    "09_compression_and_transfer/keep_ratio_sweep": "Recall, keep rate and token compression against keep ratio.",
+    "08_landscape_of_context/pair_interactions": (
+        "Pair dividends d({i, j}) and Shapley interaction indices I_ij of one context."
+    ),
+    "08_landscape_of_context/pair_types": (
+        "Mean pair dividend and interaction index by pair type (distractor–distractor, gold–distractor, gold–gold; "
+        "95% CI over contexts)."
+    ),
+    "09_compression_and_transfer/keep_ratio_sweep": (
+        "R@r and token compression against the keep ratio r, and R@r against token compression (95% CI)."
+    ),
     "09_compression_and_transfer/cross_domain_auc": (
         "Cross-domain training (MS MARCO, FEVER → HotpotQA) for SCP and the pointwise control: test AUC (95% CI)."
     ),
@@ -150,8 +178,8 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
         "(mean over seeds, 95% CI over examples)."
     ),
     "13_interaction_aware/coverage_by_selection": (
-        "Distinct supporting facts kept on the redundancy-augmented test split at keep 0.3 and 0.5: Shapley top-K, "
-        "greedy selection by marginal value, pointwise top-K."
+        "Distinct supporting facts kept on the redundancy-augmented test split at keep 0.1, 0.3 and 0.5: Shapley "
+        "top-K, greedy selection by marginal value, pointwise top-K."
     ),
     "13_interaction_aware/table19": (
         "The paper's Table 19 case scored by the chosen set model: exact Shapley and leave-one-out per sentence."
@@ -159,6 +187,11 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" -> one line
     "13_interaction_aware/learning_curve": (
         "HotpotQA test AUC against the number of training contexts (last point: five datasets mixed), set model, "
         "control and the paper's 3.03M network (mean ± sd over seeds)."
+    ),
+    "bench/accuracy_per_second": (
+        "Shapley accuracy per second: RMSE with respect to the reference values (exact for n = 10, a long Monte-Carlo "
+        "run for 41 and 100 units) against the median wall time per context, for our Monte-Carlo estimators and "
+        "shapiq's approximators on the shipped model's HotpotQA games; the dotted line (n = 10) is exact enumeration."
     ),
 }
 
@@ -169,7 +202,13 @@ def figures_of(name: str, root: Path = ROOT) -> list[Path]:
 
 
 def wall_time(name: str, root: Path = ROOT) -> float | None:
-    """Seconds of the notebook's last full run: the largest ``wall_time_s`` among its result tables."""
+    """Seconds of the notebook's last full run: the ``wall_time_s`` of its ``results/NAME/provenance.json``
+    (written by ``run.finish()`` at the end of the run), else the largest ``wall_time_s`` among its result tables."""
+    finished = root / "results" / name / "provenance.json"
+    if finished.is_file():
+        seconds = json.loads(finished.read_text()).get("wall_time_s")
+        if isinstance(seconds, (int, float)):
+            return seconds
     times = []
     for path in (root / "results" / name).glob("*.json"):
         provenance = json.loads(path.read_text()).get("provenance") or {}
@@ -233,20 +272,30 @@ def gallery(root: Path = ROOT) -> str:
     lines = [
         "# Figures",
         "",
-        "Regenerated by `make figures` (`scp run all`); one folder per notebook. Generated by "
+        "Regenerated by `make figures` (`scp run all`); one folder per notebook, and `bench/` for the benchmarks "
+        "(`make bench`). Generated by "
         "`python -m scp.suite.gallery` — do not edit by hand.",
         "",
     ]
-    for name, (what, paper) in NOTEBOOKS.items():
+    sections = [
+        (name, f"{what} — regenerates {paper}; notebook `notebooks/{name}.ipynb`.")
+        for name, (what, paper) in NOTEBOOKS.items()
+    ]
+    sections += [
+        (folder, f"{what}; drawn by {made_by}, not by a notebook.") for folder, (what, made_by) in OTHER_FIGURES.items()
+    ]
+    for name, intro in sections:
         pngs = figures_of(name, root)
         if not pngs:
             continue
-        lines += [f"## {name}", "", f"{what} — regenerates {paper}; notebook `notebooks/{name}.ipynb`.", ""]
+        lines += [f"## {name}", "", intro, ""]
         for png in pngs:
             key = f"{name}/{png.stem}"
             if key not in CAPTIONS:
                 raise KeyError(f"figure {key} has no caption: add one to scp.suite.gallery.CAPTIONS")
-            lines += [f"![{png.stem}]({name}/{png.name})", "", f"*{CAPTIONS[key]}* (`{name}/{png.stem}.pdf`)", ""]
+            vector = png.with_suffix(".pdf")
+            shown = f"{name}/{vector.name if vector.is_file() else png.name}"
+            lines += [f"![{png.stem}]({name}/{png.name})", "", f"*{CAPTIONS[key]}* (`{shown}`)", ""]
     return "\n".join(lines)
 
 
