@@ -1,17 +1,29 @@
-"""scp.experiments.mc_budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability;
+"""scp.experiments.mc_budget: repeated Monte-Carlo estimates equal one-at-a-time ones, errors and Top-K stability,
+the tables of errors against Theorem 3.1 and of Top-K stability against Theorem A.3;
 the batched scorer (scp.models.scoring) keeps the order and gives each context its own values, whatever the batch."""
+
+import math
 
 import numpy as np
 import pytest
 import torch
 
+from scp.core import theory
 from scp.core.enumeration import exact
 from scp.core.games import TableGame
 from scp.core.monte_carlo import monte_carlo
 from scp.core.permutations import derive_seed
 from scp.core.result import ShapleyResult
 from scp.data.features import build_contexts
-from scp.experiments.mc_budget import max_abs_errors, repeated_monte_carlo, topk_set, topk_stability
+from scp.experiments.mc_budget import (
+    error_bound_rows,
+    max_abs_errors,
+    repeated_monte_carlo,
+    topk_rows,
+    topk_set,
+    topk_stability,
+    topk_theorem_violations,
+)
 from scp.models.game import ValueNetGame
 from scp.models.scoring import score_contexts
 from scp.models.value_net import DeepSetsValue
@@ -71,6 +83,41 @@ def test_topk_set_and_stability():
     ]
     assert topk_stability(ests, truth, 2) == 0.75
     assert topk_stability(ests, truth, 1) == 0.75  # the third puts player 1 first
+
+
+def test_error_bound_rows_against_theorem_3_1():
+    # 2 games, 2 budgets, 3 repeats; n = 4, δ = 0.1, ranges 1 and 0.1
+    errors = np.array([[[0.1, 0.2, 0.3], [0.05, 0.05, 0.9]], [[0.01, 0.02, 0.5], [0.001, 0.002, 0.003]]])
+    rows = error_bound_rows(errors, [1, 100], n_players=4, delta=0.1, ranges=[1.0, 0.1])
+    assert [r["M"] for r in rows] == [1, 100] and [r["n_evaluations"] for r in rows] == [5, 302]  # M(n − 1) + 2
+    b = [math.sqrt(2 * math.log(2 * 4 / 0.1) / m) for m in (1, 100)]  # B·sqrt(2 ln(2n/δ)/M), B = 1
+    assert [r["bound_B1"] for r in rows] == pytest.approx(b)
+    assert rows[1]["bound_range"] == pytest.approx((b[1] + 0.1 * b[1]) / 2)  # mean over games of R·b
+    assert rows[0]["mean_error"] == pytest.approx(np.mean([0.1, 0.2, 0.3, 0.01, 0.02, 0.5]))
+    assert rows[0]["p95_error"] == pytest.approx(np.quantile([0.1, 0.2, 0.3, 0.01, 0.02, 0.5], 0.95))
+    assert rows[0]["inside_B1"] == 1.0 and rows[1]["inside_B1"] == pytest.approx(5 / 6)  # 0.9 > b(100) ≈ 0.30
+    # B = range: game 1 at M = 1 (bound 0.1·3.0): 0.5 is outside; at M = 100 game 0's 0.9 is outside (0.30)
+    assert rows[0]["inside_range"] == pytest.approx(5 / 6) and rows[1]["inside_range"] == pytest.approx(5 / 6)
+    assert rows[0]["bound_B1"] == theory.mc_error_bound(1.0, 4, 1, 0.1)
+    with pytest.raises(ValueError, match="shape"):
+        error_bound_rows(errors[:, :1], [1, 100], 4, 0.1, [1.0, 0.1])
+
+
+def test_topk_rows_and_theorem_violations():
+    phis = [np.array([0.5, 0.3, 0.1, 0.0]), np.array([0.4, 0.2, 0.2, 0.1])]  # Δ_2 = 0.2 and 0 (a tie)
+    stability = [[0.5, 0.96, 1.0], [0.1, 0.2, 0.3]]
+    rows = topk_rows(phis, stability, [1, 10, 100], k=2, delta=0.05)
+    assert [r["game"] for r in rows] == [0, 1]
+    assert rows[0]["gap"] == pytest.approx(0.2) and rows[1]["gap"] == 0
+    assert rows[0]["m_theorem"] == math.ceil(8 * math.log(2 * 4 / 0.05) / 0.2**2)  # 8B² ln(2n/δ)/Δ², B = 1
+    assert rows[1]["m_theorem"] == math.inf  # no gap: no M suffices
+    assert rows[0]["m_measured"] == 10 and math.isnan(rows[1]["m_measured"])  # first M with stability ≥ 0.95
+    assert [rows[0][f"stability_M{m}"] for m in (1, 10, 100)] == [0.5, 0.96, 1.0]
+    assert topk_theorem_violations(rows, [1, 10, 100], 0.05) == 0  # the theorem asks for M ≈ 1015 > 100
+    tested = [dict(rows[0], m_theorem=10), dict(rows[1], m_theorem=1)]  # its promise holds from M = 10, resp. 1
+    assert topk_theorem_violations(tested, [1, 10, 100], 0.05) == 3  # game 1 fails at every M
+    with pytest.raises(ValueError, match="one stability"):
+        topk_rows(phis, stability[:1], [1, 10, 100], 2, 0.05)
 
 
 class _Words:

@@ -1,5 +1,5 @@
-"""scp.experiments.landscape (small contexts, least-core tight sets, pair interactions) and scp.suite.plot's tree
-drawing."""
+"""scp.experiments.landscape (small contexts, least-core tight sets, pair interactions, the per-context statistics
+of notebook 08) and scp.suite.plot's tree drawing."""
 
 import matplotlib
 
@@ -10,12 +10,19 @@ import pytest  # noqa: E402
 
 from scp.core import theory  # noqa: E402
 from scp.core.games import GloveGame, MajorityGame, TableGame, UnanimityGame  # noqa: E402
+from scp.core.metrics import aggregate  # noqa: E402
 from scp.data.datasets import Example  # noqa: E402
 from scp.experiments.landscape import (  # noqa: E402
+    PAIR_KINDS,
+    LeastCoreTight,
+    core_statistics,
     least_core_tight_sets,
     normalised_table,
+    pair_kind_summary,
+    pair_statistics,
     pairwise_dividends,
     pairwise_interaction,
+    tree_statistics,
     truncate_example,
 )
 from scp.suite import plot  # noqa: E402
@@ -109,3 +116,120 @@ def test_tree_layout_and_drawing():
     out = plot.draw_tree(ax, root, leaf_labels={0: "zero"}, leaf_colors={0: plot.color("supporting")})
     assert out == pos and not ax.axison
     assert "zero" in [t.get_text() for t in ax.texts]
+
+
+# ------------------------------------------------------------------------------- per-context statistics
+
+
+def table_of(n, value):
+    """The 2^n values value(S) of a game, S a frozenset, indexed by bitmask."""
+    return np.array([value(frozenset(i for i in range(n) if m >> i & 1)) for m in range(1 << n)], dtype=float)
+
+
+def test_core_statistics_of_three_classic_games():
+    glove = normalised_table(GloveGame(left=[0], right=[1, 2]))  # core {(1, 0, 0)}; φ = (2/3, 1/6, 1/6)
+    row = core_statistics(glove, [2 / 3, 1 / 6, 1 / 6], least_core_tight_sets(glove))
+    assert row["v0_grand"] == 1.0 and row["shapley_excess"] == pytest.approx(1 / 6)  # v({0, 1}) − 5/6
+    assert not row["shapley_in_core"] and row["core_nonempty"] and not row["supermodular"]
+    assert row["least_core_epsilon"] == pytest.approx(0.0, abs=1e-9)
+    maj = normalised_table(MajorityGame([1, 1, 1], quota=2))  # empty core, ε* = 1/3 = e(φ) at φ = 1/3 each
+    row = core_statistics(maj, [1 / 3] * 3, least_core_tight_sets(maj))
+    assert row["least_core_epsilon"] == pytest.approx(1 / 3) and row["shapley_excess"] == pytest.approx(1 / 3)
+    assert not row["core_nonempty"] and not row["shapley_in_core"]
+    una = normalised_table(UnanimityGame(3, carrier=[0, 1]))  # convex: the core holds φ = (1/2, 1/2, 0)
+    row = core_statistics(una, [0.5, 0.5, 0.0], least_core_tight_sets(una))
+    assert row["supermodular"] and row["shapley_in_core"] and row["core_nonempty"]
+    assert row["shapley_excess"] >= row["least_core_epsilon"] - 1e-9
+    assert list(row) == [
+        "v0_grand",
+        "shapley_excess",
+        "shapley_in_core",
+        "least_core_epsilon",
+        "core_nonempty",
+        "supermodular",
+    ]
+
+
+def laminar_game(n, family, x):
+    """A LeastCoreTight whose shifted game pays exactly x(S) to the sets of ``family`` and x(S) − 1 to the other
+    proper coalitions, so its tight sets are ``family`` (plus N)."""
+    x = np.asarray(x, dtype=float)
+    tight = {frozenset(S) for S in family}
+    shifted = table_of(n, lambda S: x[list(S)].sum() - (0 if S in tight or len(S) in (0, n) else 1))
+    return LeastCoreTight(epsilon=0.0, allocation=x, tight=sorted(tuple(sorted(S)) for S in family), shifted=shifted)
+
+
+def test_tree_statistics_of_a_known_laminar_family():
+    ex = example([2, 2], gold={(0, 1), (1, 1)})  # paragraphs {0, 1} and {2, 3}; units 1 and 3 support
+    lc = laminar_game(4, [{0, 1}, {0, 1, 2}], [0.25] * 4)
+    row = tree_statistics(ex, lc)
+    assert row == {
+        "n_tight": 2,
+        "n_laminar": 2,
+        "mean_laminar_size": 2.5,
+        "paragraph_aligned": 0.5,  # {0, 1} is paragraph 0; {0, 1, 2} cuts paragraph 1
+        "gold_share_outside_largest": 1.0,  # N ∖ {0, 1, 2} = {3}, supporting
+        "gold_share": 0.5,
+    }
+    crossing = laminar_game(4, [{0, 1}, {1, 2}], [0.25] * 4)  # they cross: uncrossing keeps one of the two
+    row = tree_statistics(ex, crossing)
+    assert row["n_tight"] == 2 and row["n_laminar"] == 1 and row["mean_laminar_size"] == 2
+
+
+def test_tree_statistics_without_a_tight_set():
+    ex = example([3, 1], gold={(0, 0)})
+    row = tree_statistics(ex, laminar_game(4, [], [0.1, 0.2, 0.3, 0.4]))
+    assert row["n_tight"] == row["n_laminar"] == 0 and row["mean_laminar_size"] == 0
+    assert row["paragraph_aligned"] == 1.0 and row["gold_share_outside_largest"] == row["gold_share"] == 0.25
+    with pytest.raises(ValueError):
+        tree_statistics(example([2], gold={(0, 0)}), laminar_game(4, [], [0.25] * 4))
+
+
+def test_pair_statistics_of_substitutes_by_kind_of_pair():
+    labels = [1, 0, 1, 0]  # pairs (0,1) (0,2) (0,3) (1,2) (1,3) (2,3): kinds 1 2 1 1 0 1
+    either = table_of(4, lambda S: float(bool(S & {0, 2})))  # units 0 and 2 say the same thing: d({0, 2}) = −1
+    rows = pair_statistics(labels, either)
+    assert [r["measure"] for r in rows] == ["dividend", "interaction"]
+    for r in rows:
+        assert r["base_rate"] == pytest.approx(1 / 6)
+        assert not r["top_is_gold_pair"] and r["top_abs_is_gold_pair"] and r["most_negative_is_gold_pair"]
+        assert r["auc_negative_gold_pair"] == 1.0
+        assert r["gold–gold"] == pytest.approx(-1.0) and r["gold–distractor"] == r["distractor–distractor"] == 0
+    assert list(rows[0])[-3:] == list(PAIR_KINDS)
+    none_gold = pair_statistics([0, 0, 0], table_of(3, len))
+    assert np.isnan(none_gold[0]["gold–gold"]) and np.isnan(none_gold[0]["auc_negative_gold_pair"])
+    assert none_gold[0]["base_rate"] == 0
+    with pytest.raises(ValueError):
+        pair_statistics([1, 0], either)
+
+
+def test_pair_statistics_kind_means_match_the_matrices():
+    table = TableGame.random(5, seed=2).table()
+    labels = np.array([1, 1, 0, 0, 1])
+    rows = {r["measure"]: r for r in pair_statistics(labels, table)}
+    for name, fn in (("dividend", pairwise_dividends), ("interaction", pairwise_interaction)):
+        m = fn(table)
+        for c, kind in enumerate(PAIR_KINDS):
+            vals = [m[i, j] for i in range(5) for j in range(i + 1, 5) if labels[i] + labels[j] == c]
+            assert rows[name][kind] == pytest.approx(np.mean(vals))
+
+
+def test_pair_kind_summary_averages_over_contexts_and_skips_missing_kinds():
+    rows = [
+        {"measure": m, "distractor–distractor": a, "gold–distractor": b, "gold–gold": g}
+        for m, a, b, g in [
+            ("dividend", 0.1, 0.2, np.nan),
+            ("interaction", 1.0, 2.0, -1.0),
+            ("dividend", 0.3, 0.4, -0.5),
+            ("interaction", 3.0, 4.0, -3.0),
+        ]
+    ]
+    out = pair_kind_summary(rows, n_boot=200, seed=1)
+    assert [(r["measure"], r["pair"]) for r in out] == [(m, k) for m in ("dividend", "interaction") for k in PAIR_KINDS]
+    by = {(r["measure"], r["pair"]): r for r in out}
+    assert by["dividend", "distractor–distractor"]["mean"] == pytest.approx(0.2)
+    assert by["dividend", "gold–gold"]["mean"] == -0.5 and by["dividend", "gold–gold"]["n_contexts"] == 1
+    assert by["interaction", "gold–gold"]["n_contexts"] == 2
+    ref = aggregate([1.0, 3.0], n_boot=200, seed=1)
+    r = by["interaction", "distractor–distractor"]
+    assert (r["mean"], r["ci_low"], r["ci_high"]) == (ref.mean, ref.ci_low, ref.ci_high)

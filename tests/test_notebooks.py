@@ -7,6 +7,7 @@ values it recorded with :func:`scp.suite.notebook.record`.
 """
 
 import ast
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import nbformat
 import pytest
 import yaml
 
+from scp.suite.graph import code_digests, declared, notebook_digest, read_provenance, uncovered_reads
 from scp.suite.notebook import read_records
 from scp.suite.runner import (
     PARAMS,
@@ -47,7 +49,7 @@ def test_one_parameters_cell_equal_to_the_params_file(name):
     declared = notebook_parameters(name)
     assert declared[-1] == "out_dir"
     raw = yaml.safe_load((PARAMS / f"{name}.yaml").read_text())
-    assert set(raw) - {"smoke"} == set(declared) - {"out_dir"}
+    assert set(raw) - {"smoke", "suite"} == set(declared) - {"out_dir"}
     assert set(raw.get("smoke") or {}) <= set(declared) - {"out_dir"}
     check_params_in_sync(name)  # same values, not only the same keys
     resolve_params(name, smoke=True)  # smoke values of the types of the defaults
@@ -109,6 +111,14 @@ def test_notebook_runs_and_saves_its_figures(name, smoke_run, request):
     assert all(p.with_suffix(".png").is_file() for p in pdfs)
     assert {p.parent for p in (out / "figures").rglob("*.pdf")} == {out / "figures" / name}
     assert read_records(executed), f"{name} recorded no value"
+    # run.finish(): records.json holds what the notebook recorded; provenance.json what it read, and every read
+    # is declared in the suite: section of params/NAME.yaml (the smoke run trains its own models)
+    results = out / "results" / name
+    assert json.loads((results / "records.json").read_text()) == read_records(executed)
+    prov = read_provenance(name, out / "results")
+    assert prov["inputs"] == {"notebook": notebook_digest(name), "code": code_digests(name)}
+    assert isinstance(prov["git"]["dirty"], bool) and prov["git"]["commit"]
+    assert uncovered_reads(declared(name), prov) == []
     cells = nbformat.read(str(executed), as_version=4).cells
     outputs = [o for cell in cells if cell.cell_type == "code" for o in cell.outputs]
     shown = [str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs]

@@ -110,6 +110,11 @@ def test_band_t_interval_and_bootstrap():
     assert (low_b <= mean_b).all() and (mean_b <= high_b).all() and low_b[0] < high_b[0]
     _, _, low_1, _ = plot.band(ax, [1.0], [[3.0]], label="one sample", color="k")
     assert math.isnan(low_1[0])  # one sample: no band
+    n_fills = len(ax.collections)
+    plot.band(ax, x, samples, label="leave-one-out", hatch="////")  # a hatched band: no fill, the line's colour
+    hatched = ax.collections[n_fills]
+    assert hatched.get_hatch() == "////" and len(hatched.get_facecolor()) == 0  # facecolor "none"
+    assert mpl.colors.same_color(hatched.get_edgecolor()[0][:3], plot.color("loo"))
     with pytest.raises(ValueError, match="shape"):
         plot.band(ax, [1, 2, 3], samples, label="x")
     with pytest.raises(ValueError, match="ci"):

@@ -5,6 +5,10 @@ and does not depend on M.  :func:`crossing_point` reads, from a quality curve q(
 reference's quality r, the budget M* from which the curve stays at or above r: the smallest grid budget with
 q(M) ≥ r at it and at every larger budget, and the same point interpolated linearly in log M between that
 budget and the one before it.  When the curve ends below r it "never" crosses on that grid (``budget is None``).
+
+Why the two rules part (or do not) on redundant evidence: :func:`credit_of_originals` follows each original
+supporting unit from its plain context into the copy of that context with its paraphrases added
+(:func:`scp.data.synthetic.make_redundancy`) and measures how much of its score it keeps.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 
 from scp.errors import InputError
 
-__all__ = ["Crossing", "crossing_point"]
+__all__ = ["Crossing", "credit_of_originals", "credit_pairs", "crossing_point"]
 
 
 @dataclass(frozen=True)
@@ -76,3 +80,48 @@ def crossing_point(budgets: Sequence[float], curve: Sequence[float], reference: 
     lo, hi = math.log(m[j - 1]), math.log(m[j])
     t = (reference - q[j - 1]) / (q[j] - q[j - 1])  # q[j-1] < r ≤ q[j], so 0 < t ≤ 1
     return Crossing(float(m[j]), float(math.exp(lo + t * (hi - lo))), False, final_gap)
+
+
+def credit_pairs(plain_scores: Sequence, augmented_scores: Sequence, augmented_examples: Sequence) -> np.ndarray:
+    """(P, 2) array of (s_i, s'_j): the score of each original supporting unit i in its plain context and the score
+    of the same unit, now at position j, in the context with its paraphrases added.
+
+    Context k of ``augmented_examples`` comes from :func:`scp.data.synthetic.make_redundancy`, whose
+    ``meta["copy_of"][j]`` is −1 for an original unit and ``meta["source_index"][j]`` is its index i in the plain
+    context; the pairs are those j with ``copy_of[j]`` < 0 and label 1, contexts in order, units in order.
+
+    Args:
+        plain_scores: one score vector per plain context (scores of its n_k units).
+        augmented_scores: one score vector per augmented context.
+        augmented_examples: the augmented contexts (``labels``, ``meta["copy_of"]``, ``meta["source_index"]``).
+    """
+    if not len(plain_scores) == len(augmented_scores) == len(augmented_examples):
+        raise InputError(
+            f"need one plain and one augmented score vector per context; got {len(plain_scores)}, "
+            f"{len(augmented_scores)} and {len(augmented_examples)} contexts"
+        )
+    pairs = [
+        (plain[i], aug[j])
+        for plain, aug, ex in zip(plain_scores, augmented_scores, augmented_examples)
+        for j, (i, c) in enumerate(zip(ex.meta["source_index"], ex.meta["copy_of"]))
+        if c < 0 and ex.labels[j] == 1
+    ]
+    if not pairs:
+        raise InputError("no original supporting unit in the augmented contexts")
+    return np.array(pairs)
+
+
+def credit_of_originals(plain_scores: Sequence, augmented_scores: Sequence, augmented_examples: Sequence) -> dict:
+    """How much of its credit an original supporting unit keeps once its paraphrases sit beside it.
+
+    With the P pairs (s_p, s'_p) of :func:`credit_pairs`: ``"plain"`` = (1/P) Σ_p s_p, ``"with copies"`` =
+    (1/P) Σ_p s'_p and ``"kept"`` = Σ_p s'_p / Σ_p s_p (1: nothing lost, 0: all credit gone).  In a max-like game
+    leave-one-out's credit falls towards 0 (removing one copy loses nothing while another stays) and Shapley's is
+    shared, to about 1/(copies + 1).
+    """
+    pairs = credit_pairs(plain_scores, augmented_scores, augmented_examples)
+    return {
+        "plain": pairs[:, 0].mean(),
+        "with copies": pairs[:, 1].mean(),
+        "kept": pairs[:, 1].sum() / pairs[:, 0].sum(),
+    }

@@ -13,6 +13,12 @@ Value networks have v(∅) = B·σ(ρ(0)) ≠ 0, so the core is taken of the nor
 :func:`pairwise_dividends` the matrix of pair dividends d({i, j}), the synergy of two units on their own, and
 :func:`pairwise_interaction` the Shapley interaction index, that synergy averaged over every context the pair can
 sit in.
+
+Per-context statistics, one row (a dict) per context, as notebook 08 tabulates them: :func:`core_statistics` (is
+the Shapley value in the core, the least-core ε*, supermodularity), :func:`tree_statistics` (the tight sets and the
+laminar family of the context tree against the paragraphs) and :func:`pair_statistics` (pair dividends and
+interaction indices by kind of pair, :data:`PAIR_KINDS`); :func:`pair_kind_summary` averages the last over contexts
+with bootstrap CIs.
 """
 
 from __future__ import annotations
@@ -24,16 +30,23 @@ import numpy as np
 
 from scp.core import theory
 from scp.core.games import Game
+from scp.core.metrics import aggregate, pairwise_auc
 from scp.data.datasets import Example
 from scp.errors import InputError
 from scp.models.game import ValueNetGame
 
 __all__ = [
+    "PAIR_KINDS",
+    "PAIR_MEASURES",
     "LeastCoreTight",
+    "core_statistics",
     "least_core_tight_sets",
     "normalised_table",
+    "pair_kind_summary",
+    "pair_statistics",
     "pairwise_dividends",
     "pairwise_interaction",
+    "tree_statistics",
     "truncate_example",
     "value_games",
 ]
@@ -186,4 +199,155 @@ def pairwise_interaction(game: Game | np.ndarray) -> np.ndarray:
     sizes = np.bitwise_count(np.arange(d.size, dtype=np.uint64)).astype(np.int64)
     out = _pair_sums(np.where(sizes >= 2, d / np.maximum(sizes - 1, 1), 0.0))
     np.fill_diagonal(out, 0.0)
+    return out
+
+
+# ------------------------------------------------------------------------------------- per-context statistics
+
+PAIR_KINDS = ("distractor–distractor", "gold–distractor", "gold–gold")
+"""The kinds of a pair {i, j} of units by how many of the two are supporting (0, 1, 2): index = y_i + y_j."""
+
+PAIR_MEASURES = {"dividend": pairwise_dividends, "interaction": pairwise_interaction}
+"""The pair measures :func:`pair_statistics` reads: the pair dividend d({i, j}) and the interaction index I_ij."""
+
+
+def _table_players(table: np.ndarray, labels) -> tuple[np.ndarray, int]:
+    y = np.asarray(labels).reshape(-1)
+    n = table.size.bit_length() - 1
+    if table.size != 1 << n or y.size != n:
+        raise InputError(f"need a table of 2^n values and n labels; got {table.size} values and {y.size} labels")
+    return y, n
+
+
+def core_statistics(table, shapley, least: LeastCoreTight, tol: float = 1e-7) -> dict:
+    """Where the Shapley value of one context's normalised game lies relative to its core.
+
+    With v₀ the normalised table (v₀(∅) = 0), x = φ the Shapley values and e(x) = max_{∅≠S⊊N} v₀(S) − x(S) the
+    largest excess (:func:`scp.core.theory.core_violation`), the row holds:
+
+    - ``v0_grand`` = v₀(N), the worth the Shapley values share out;
+    - ``shapley_excess`` = e(φ) and ``shapley_in_core`` = [e(φ) ≤ 0] (x is in the ε-core iff e(x) ≤ ε);
+    - ``least_core_epsilon`` = ε* = min_{x(N) = v₀(N)} e(x) (``least.epsilon``, :func:`least_core_tight_sets`) and
+      ``core_nonempty`` = [ε* ≤ ``tol``], so e(φ) ≥ ε* always;
+    - ``supermodular``: v₀(S∪T) + v₀(S∩T) ≥ v₀(S) + v₀(T) for all S, T (:func:`scp.core.theory.check_supermodular`).
+
+    Args:
+        table: the 2^n values v₀(S) (:func:`normalised_table`).
+        shapley: the n exact Shapley values φ of that game.
+        least: its :class:`LeastCoreTight` (``least_core_tight_sets(table, tol)``).
+        tol: the tolerance of ``core_nonempty``.
+    """
+    t = np.asarray(table, dtype=np.float64)
+    cv = theory.core_violation(t, shapley)
+    return dict(
+        v0_grand=t[-1],
+        shapley_excess=cv.violation,
+        shapley_in_core=cv.in_core,
+        least_core_epsilon=least.epsilon,
+        core_nonempty=least.epsilon <= tol,
+        supermodular=theory.check_supermodular(t).is_supermodular,
+    )
+
+
+def tree_statistics(example: Example, least: LeastCoreTight, tol: float = 1e-7) -> dict:
+    """The coalitions binding at one context's least-core allocation, the laminar family the context tree keeps of
+    them, and how that family sits against the context's paragraphs.
+
+    With T the tight sets (``least.tight``: ∅ ≠ S ⊊ N with v₀(S) − x*(S) = ε*) and F ⊆ T the laminar family of the
+    context tree (:func:`scp.core.theory.context_tree` on ``least.shifted`` and ``least.allocation``, root N left
+    out), the row holds:
+
+    - ``n_tight`` = |T| and ``n_laminar`` = |F|;
+    - ``mean_laminar_size`` = (1/|F|) Σ_{S∈F} |S| (0 when F = ∅);
+    - ``paragraph_aligned`` = the fraction of S ∈ F that are unions of whole paragraphs, S = ∪{P : P ∩ S ≠ ∅} over
+      the paragraphs P of the context (1 when F = ∅);
+    - ``gold_share_outside_largest`` = (1/|N∖S_max|) Σ_{i∉S_max} y_i with S_max the largest set of F (the first of
+      the largest; S_max = ∅ when F = ∅), beside ``gold_share`` = (1/n) Σ_i y_i, the share of supporting units.
+
+    Args:
+        example: the context (``labels``, ``paragraph_ids``).
+        least: the :class:`LeastCoreTight` of its normalised game.
+        tol: the tolerance of the tree's binding test (as for :func:`least_core_tight_sets`).
+    """
+    if len(example.labels) != least.allocation.size:
+        raise InputError(f"{example.n_units} units but an allocation of {least.allocation.size} players")
+    tree = theory.context_tree(least.shifted, least.allocation, tol)
+    family = [node.players for node in tree.iter_nodes()][1:] or [frozenset()]
+    pid, y = np.array(example.paragraph_ids), np.array(example.labels)
+    aligned = [set(np.flatnonzero(np.isin(pid, pid[sorted(S)]))) == set(S) for S in family]
+    outside = sorted(set(range(example.n_units)) - max(family, key=len))
+    return dict(
+        n_tight=len(least.tight),
+        n_laminar=len(family) if family[0] else 0,
+        mean_laminar_size=np.mean([len(S) for S in family]),
+        paragraph_aligned=np.mean(aligned),
+        gold_share_outside_largest=y[outside].mean(),
+        gold_share=y.mean(),
+    )
+
+
+def pair_statistics(labels, table) -> list[dict]:
+    """Pair dividends and interaction indices of one context's game, by kind of pair: one row per measure.
+
+    For each measure m ∈ :data:`PAIR_MEASURES` (m_ij = d({i, j}), :func:`pairwise_dividends`, or I_ij,
+    :func:`pairwise_interaction`) over the n(n−1)/2 pairs i < j, with kind k_ij = y_i + y_j (2: gold–gold), the row
+    holds:
+
+    - ``base_rate`` = the share of gold–gold pairs, P(k_ij = 2), the rate a random pair would have;
+    - ``top_is_gold_pair`` = [k = 2 at argmax m_ij], ``top_abs_is_gold_pair`` = [k = 2 at argmax |m_ij|],
+      ``most_negative_is_gold_pair`` = [k = 2 at argmin m_ij] (the first pair in row-major order on ties);
+    - ``auc_negative_gold_pair`` = the pairwise AUC of −m_ij for gold–gold pairs against the others,
+      P(−m_gg > −m_other) + ½·P(tie) (:func:`scp.core.metrics.pairwise_auc`; ``nan`` without both kinds);
+    - one column per kind of :data:`PAIR_KINDS`: the mean of m_ij over the pairs of that kind (``nan`` without one).
+
+    Args:
+        labels: the n unit labels y_i (1 supporting).
+        table: the 2^n values of the game (normalised or not: the pair measures do not read v(∅)'s level).
+    """
+    t = theory.as_table(table)[0]
+    y, n = _table_players(t, labels)
+    iu = np.triu_indices(n, 1)
+    kind = y[iu[0]] + y[iu[1]]
+    rows = []
+    for name, fn in PAIR_MEASURES.items():
+        v = fn(t)[iu]
+        rows.append(
+            dict(
+                measure=name,
+                base_rate=(kind == 2).mean(),
+                top_is_gold_pair=kind[v.argmax()] == 2,
+                top_abs_is_gold_pair=kind[np.abs(v).argmax()] == 2,
+                most_negative_is_gold_pair=kind[v.argmin()] == 2,
+                auc_negative_gold_pair=pairwise_auc(-v, kind == 2),
+                **{PAIR_KINDS[c]: v[kind == c].mean() if (kind == c).any() else np.nan for c in range(3)},
+            )
+        )
+    return rows
+
+
+def pair_kind_summary(rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """Means over contexts of the per-context means by kind of pair (rows of :func:`pair_statistics`).
+
+    For each measure and kind: the mean over the contexts that have a pair of that kind of their mean m_ij, with
+    the 95% percentile-bootstrap CI over contexts (:func:`scp.core.metrics.aggregate`, ``n_boot`` resamples seeded
+    by ``seed``; contexts without that kind are left out).
+
+    Returns:
+        One row ``{"measure", "pair", "mean", "ci_low", "ci_high", "n_contexts"}`` per measure and kind, measures in
+        the order of :data:`PAIR_MEASURES`, kinds in the order of :data:`PAIR_KINDS`.
+    """
+    out = []
+    for measure in PAIR_MEASURES:
+        for kind in PAIR_KINDS:
+            agg = aggregate([r[kind] for r in rows if r["measure"] == measure], n_boot=n_boot, seed=seed)
+            out.append(
+                dict(
+                    measure=measure,
+                    pair=kind,
+                    mean=agg.mean,
+                    ci_low=agg.ci_low,
+                    ci_high=agg.ci_high,
+                    n_contexts=agg.n_used,
+                )
+            )
     return out

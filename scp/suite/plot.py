@@ -198,6 +198,7 @@ def band(
     marker: str | None = None,
     seed: int = 0,
     alpha: float = 0.25,
+    hatch: str | None = None,
     **line_kw,
 ):
     """Plot the mean of ``samples`` against ``x`` with a shaded confidence band for that mean.
@@ -213,6 +214,8 @@ def band(
         color, marker: override the method's colour or marker.
         seed: seed of the bootstrap resampling.
         alpha: opacity of the band.
+        hatch: a matplotlib hatch pattern (e.g. ``"////"``): draw the band as hatch lines in the line's colour, with
+            no fill, so that it stays apart from a filled band it overlaps (``None``: a filled band).
         **line_kw: passed to ``ax.plot``.
 
     Returns:
@@ -234,7 +237,12 @@ def band(
     mean, low, high = _interval(s, ci, level, seed)
     (line,) = ax.plot(x, mean, label=label, color=c, marker=m or None, **line_kw)
     if np.isfinite(low).any():
-        ax.fill_between(x, low, high, color=line.get_color(), alpha=alpha, linewidth=0)
+        if hatch is None:
+            ax.fill_between(x, low, high, color=line.get_color(), alpha=alpha, linewidth=0)
+        else:
+            ax.fill_between(
+                x, low, high, facecolor="none", edgecolor=line.get_color(), hatch=hatch, alpha=alpha, linewidth=0
+            )
     return line, mean, low, high
 
 
