@@ -143,3 +143,21 @@ def test_train_cli_then_eval_scp_and_scp_loo(tmp_path, data_dir, monkeypatch):
         )
         assert res["status"] == "ok" and res["units"] == "title" and res["n_examples"] == 6
         assert 0.0 <= res["auc"]["mean"] <= 1.0
+
+
+def test_seed_records_pair_examples_and_seeds():
+    from scp.pruning.evaluation import over_seed_records, paired_over_seed_records
+
+    def record(aucs):
+        return {"per_example": [{"id": f"e{k}", "auc": a} for k, a in enumerate(aucs)]}
+
+    a = [record([0.9, 0.8, 0.7]), record([0.92, 0.82, 0.72])]
+    b = [record([0.8, 0.8, 0.6]), record([0.8, 0.8, 0.6])]
+    row = over_seed_records(a, n_boot=200)
+    assert row["n_seeds"] == 2 and row["n_test"] == 3 and abs(row["test_auc"] - 0.81) < 1e-12
+    assert row["test_auc_ci_seeds_low"] < 0.81 < row["test_auc_ci_seeds_high"] and row["test_auc_sd_seeds"] > 0
+    diff = paired_over_seed_records(a, b, n_boot=200)
+    assert diff["difference"] == pytest.approx(0.81 - 0.7333333333333)
+    assert diff["difference_ci_seeds_low"] < diff["difference"] < diff["difference_ci_seeds_high"]
+    with pytest.raises(ValueError, match="same examples"):
+        over_seed_records([a[0], {"per_example": [{"id": "x", "auc": 1.0}] * 3}])

@@ -78,3 +78,28 @@ def test_pointwise_control_and_one_unit_contexts_are_refused():
         float64_network(PointwiseScorer(embed_dim=16, hidden=8, n_extra=2))
     with pytest.raises(ValueError, match="2"):
         violation_rates(nets()[0], contexts(1, n_units=1), n_samples=10)
+
+
+def test_rates_over_seeds_pool_per_seed_and_over_contexts():
+    from scp.experiments.supermodularity import rates_over_seeds
+
+    def row(seed, context, bad, logit):
+        return dict(
+            train_seed=seed,
+            context=context,
+            game="bounded",
+            rate=bad / 10,
+            n_violations=bad,
+            n_samples=10,
+            max_violation=0.1 * bad,
+            logit_grand=logit,
+        )
+
+    rows = [row(0, "a", 1, -1.0), row(0, "b", 3, 1.0), row(1, "a", 2, 1.0), row(1, "b", 4, 1.0)]
+    (r,) = rates_over_seeds(rows, n_boot=200)
+    assert r["game"] == "bounded" and r["n_seeds"] == 2 and r["n_contexts"] == 2
+    assert (r["rate_min"], r["rate_max"]) == (0.2, 0.3)
+    assert r["rate"] == 10 / 40 and abs(r["rate_mean"] - 0.25) < 1e-12
+    assert r["rate_ci_seeds_low"] < 0.25 < r["rate_ci_seeds_high"] and r["share_logit_grand_le_0"] == 0.25
+    with pytest.raises(ValueError, match="same contexts"):
+        rates_over_seeds(rows[:3] + [row(1, "c", 4, 1.0)])

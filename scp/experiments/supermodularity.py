@@ -15,7 +15,7 @@ unconstrained :class:`scp.models.value_net.DeepSetsValue` has no such guarantee 
 - :func:`violation_rates`: sampled second differences on each context
   (:func:`scp.core.theory.supermodularity_violation_rate`), both games, one row per (context, game).
 - :func:`summarize_rates`: per game, the pooled violation rate, the mean rate over contexts with a bootstrap CI,
-  and the largest violation.
+  and the largest violation; :func:`rates_over_seeds` the same for one network trained with several seeds.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from scp.core.metrics import aggregate
+from scp.core.metrics import aggregate, over_seeds
 from scp.core.permutations import derive_seed
 from scp.core.theory import supermodularity_violation_rate
 from scp.errors import InputError
@@ -35,7 +35,7 @@ from scp.models.game import ValueNetGame
 GAMES = ("logit", "bounded")
 """The two games of a network on a context: the logit g(S) and the bounded v(S) = B·σ(g(S))."""
 
-__all__ = ["GAMES", "context_game", "float64_network", "summarize_rates", "violation_rates"]
+__all__ = ["GAMES", "context_game", "float64_network", "rates_over_seeds", "summarize_rates", "violation_rates"]
 
 
 def _identity(logits):
@@ -164,6 +164,56 @@ def summarize_rates(rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> 
                 "rate_ci_high": agg.ci_high,
                 "max_violation": max(r["max_violation"] for r in sub),
                 "share_logit_grand_le_0": float(np.mean([r["logit_grand"] <= 0 for r in sub])),
+            }
+        )
+    return out
+
+
+def rates_over_seeds(rows: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
+    """Per game, the violations of one network trained with several seeds, on the same contexts.
+
+    Args:
+        rows: rows of :func:`violation_rates`, each with a ``train_seed`` key (every seed on the same contexts).
+        n_boot, seed: bootstrap resamples and their seed.
+
+    Returns:
+        One row per game: ``rate`` (pooled over every seed's triples), ``rate_min``/``rate_max`` (the rates pooled
+        per seed); ``rate_mean`` the mean per-context rate over seeds and contexts with
+        ``rate_ci_low``/``rate_ci_high`` (bootstrap over contexts of the seed-averaged rates) and
+        ``rate_ci_seeds_low``/``_high`` (Student t over the per-seed means, :func:`scp.core.metrics.over_seeds`);
+        ``n_seeds``, ``n_contexts``, ``n_samples``, ``n_violations``, ``max_violation``,
+        ``share_logit_grand_le_0`` (over seeds and contexts).
+    """
+    seeds = sorted({r["train_seed"] for r in rows})
+    out = []
+    for game in GAMES:
+        by_seed = {s: [r for r in rows if r["game"] == game and r["train_seed"] == s] for s in seeds}
+        if not any(by_seed.values()):
+            continue
+        contexts = [[r["context"] for r in by_seed[s]] for s in seeds]
+        if any(c != contexts[0] for c in contexts):
+            raise InputError(f"the seeds' {game} rows are not on the same contexts in the same order")
+        agg = over_seeds([[r["rate"] for r in by_seed[s]] for s in seeds], n_boot=n_boot, seed=seed)
+        pooled = [sum(r["n_violations"] for r in by_seed[s]) / sum(r["n_samples"] for r in by_seed[s]) for s in seeds]
+        every = [r for s in seeds for r in by_seed[s]]
+        n_samples, n_bad = sum(r["n_samples"] for r in every), sum(r["n_violations"] for r in every)
+        out.append(
+            {
+                "game": game,
+                "n_seeds": len(seeds),
+                "n_contexts": len(contexts[0]),
+                "n_samples": n_samples,
+                "n_violations": n_bad,
+                "rate": n_bad / n_samples,
+                "rate_min": min(pooled),
+                "rate_max": max(pooled),
+                "rate_mean": agg.mean,
+                "rate_ci_low": agg.ci_examples[0],
+                "rate_ci_high": agg.ci_examples[1],
+                "rate_ci_seeds_low": agg.ci_seeds[0],
+                "rate_ci_seeds_high": agg.ci_seeds[1],
+                "max_violation": max(r["max_violation"] for r in every),
+                "share_logit_grand_le_0": float(np.mean([r["logit_grand"] <= 0 for r in every])),
             }
         )
     return out

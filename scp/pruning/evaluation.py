@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from scp.core.metrics import aggregate, pairwise_auc, recall_at_keep
+from scp.core.metrics import aggregate, over_seeds, pairwise_auc, recall_at_keep
 from scp.core.selection import is_integer, is_real, select
 from scp.data.datasets import DATASET_KWARGS
 from scp.data.features import build_contexts
@@ -360,3 +360,50 @@ def format_result(result: dict) -> str:
             f"certified {100 * a['certified']:.0f}% of contexts; {result['seconds']:.1f} s"
         )
     return line
+
+
+def _per_seed(records: Sequence[dict], metric: str) -> list[list[float]]:
+    ids = [[row["id"] for row in r["per_example"]] for r in records]
+    if any(i != ids[0] for i in ids):
+        raise InputError("the records of the training seeds are not on the same examples in the same order")
+    return [[row[metric] for row in r["per_example"]] for r in records]
+
+
+def _seed_row(agg, prefix: str) -> dict:
+    return {
+        prefix: agg.mean,
+        f"{prefix}_ci_low": agg.ci_examples[0],
+        f"{prefix}_ci_high": agg.ci_examples[1],
+        f"{prefix}_sd_seeds": agg.sd_seeds,
+        f"{prefix}_ci_seeds_low": agg.ci_seeds[0],
+        f"{prefix}_ci_seeds_high": agg.ci_seeds[1],
+        "n_seeds": agg.n_seeds,
+        "n_test": agg.n_used,
+    }
+
+
+def over_seed_records(
+    records: Sequence[dict], metric: str = "auc", prefix: str = "test_auc", n_boot: int = 1000, seed: int = 0
+) -> dict:
+    """One metric of :func:`evaluate` records of one model trained with several seeds, on the same examples:
+    :func:`scp.core.metrics.over_seeds` as a table row (``prefix``: the mean over seeds and examples;
+    ``_ci_low``/``_ci_high`` the bootstrap CI over examples; ``_sd_seeds``, ``_ci_seeds_low``/``_high`` (Student t
+    over the per-seed means); ``n_seeds``, ``n_test``)."""
+    agg = over_seeds(_per_seed(records, metric), n_boot=n_boot, seed=seed)
+    return _seed_row(agg, prefix)
+
+
+def paired_over_seed_records(
+    a: Sequence[dict],
+    b: Sequence[dict],
+    metric: str = "auc",
+    prefix: str = "difference",
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """:func:`over_seed_records` of the per-example differences a − b (seed s of ``a`` paired with seed s of
+    ``b``, example k with example k), so the CIs are those of the paired difference."""
+    x, y = np.asarray(_per_seed(a, metric)), np.asarray(_per_seed(b, metric))
+    if x.shape != y.shape:
+        raise InputError(f"paired records differ in shape: {x.shape} vs {y.shape}")
+    return _seed_row(over_seeds(x - y, n_boot=n_boot, seed=seed), prefix)
