@@ -237,3 +237,40 @@ def test_every_variant_is_matched_with_its_control():
     assert curve["all"] == variant_configs("deepsets", 0)[0] and len(curve["mixed"].datasets) == 5
     with pytest.raises(ValueError, match="unknown variant"):
         variant_configs("nope")
+
+
+def test_the_learning_curve_draws_single_seeds_without_error_bars_and_mixed_apart():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from scp.experiments.interaction import draw_learning_curve
+
+    rows = [
+        {"model": "set", "seed": s, "size": size, "n_train": n, "auc": 0.9 + 0.01 * s + (n > 100) * 0.02}
+        for s in (0, 1, 2)
+        for size, n in (("100", 100), ("all", 805))
+    ]
+    rows += [{"model": "set", "seed": 0, "size": "mixed", "n_train": 2310, "auc": 0.93}]
+    rows += [
+        {"model": "paper", "seed": 0, "size": size, "n_train": n, "auc": 0.7}
+        for size, n in (("all", 805), ("100", 100))
+    ]
+    fig, ax = plt.subplots()
+    draw_learning_curve(ax, rows, {"set": ("#000000", "o"), "paper": ("#E69F00", "P"), "absent": ("#999999", "s")})
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert set(lines) == {"set, mean ± sd over 3 seeds", "paper, one seed"}
+    # the size line is joined in order of training contexts and does not reach the mixed point
+    assert list(lines["set, mean ± sd over 3 seeds"].get_xdata()) == [100, 805]
+    assert list(lines["paper, one seed"].get_xdata()) == [100, 805]
+    assert lines["set, mean ± sd over 3 seeds"].get_ydata() == pytest.approx([0.91, 0.93])
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    labelled = {c.get_label(): c for c in bars}
+    mixed = labelled["set, five datasets mixed (one seed)"]
+    assert not mixed.has_yerr and mixed.lines[0].get_linestyle() == "None"  # one seed: a marker, no bar, no line
+    assert list(mixed.lines[0].get_xdata()) == [2310]
+    [set_bars] = [c for c in bars if c.has_yerr]  # only the three-seed sizes carry error bars
+    assert set_bars.lines[0] is None  # the bars alone; the line is drawn once, above
+    plt.close(fig)

@@ -106,6 +106,35 @@ def test_selection_records_summaries_and_paired_differences():
         ecs.selection_record("a", [[0]], examples)
 
 
+def test_matched_size_records_hold_every_baseline_to_the_ecs_size_of_each_example():
+    examples = make_examples()  # gold units: {0, 1}, {1, 3}, {0}
+    pools = [[0, 1, 2], [3, 2, 1], [1, 2, 3]]  # candidate position -> unit index, per example
+    runs = [  # ECS selects 2, 1 and 0 candidates (the picks after the first score <= 0 do not count)
+        ecs.GreedyResult("utility", (1, 0, 2), (1.0, 0.5, -1.0), np.zeros((3, 3)), 0.0),
+        ecs.GreedyResult("utility", (2, 0, 1), (0.4, -0.2, 0.1), np.zeros((3, 3)), 0.0),
+        ecs.GreedyResult("utility", (0, 1, 2), (-0.1, -0.2, -0.3), np.zeros((3, 3)), 0.0),
+    ]
+    scores = {
+        "first": [[0.9, 0.1, 0.5, 0.0], [0.0, 0.2, 0.9, 0.8], [0.7, 0.3, 0.3, 0.2]],
+        "last": [[0.0, 0.1, 0.5, 0.9], [0.9, 0.1, 0.2, 0.3], [0.1, 0.2, 0.3, 0.9]],
+    }
+    records = ecs.matched_size_records("ecs", runs, pools, scores, examples)
+    assert list(records) == ["ecs", "first", "last"] and records["ecs"]["method"] == "ecs"
+    for rec in records.values():
+        assert [r["k"] for r in rec["per_example"]] == [2, 1, 0]  # the size of ECS's selection, per example
+    # ECS's picks map through the pool: positions (1, 0) of pool 0 are units 1 and 0 (both gold)
+    assert [r["f1"] for r in records["ecs"]["per_example"]] == pytest.approx([1.0, 2 / 3, 0.0])
+    # a baseline ranks only its pool's units: unit 0 (score 0.9) of example 1 is outside pool [3, 2, 1]
+    assert records["first"]["per_example"][0]["precision"] == 0.5  # units 0 and 2 of pool [0, 1, 2]
+    assert records["first"]["per_example"][1]["precision"] == 0.0  # unit 2 (0.9), not unit 3 (0.8)
+    assert records["last"]["per_example"][1]["precision"] == 1.0  # unit 3 (0.3) beats 2 (0.2) and 1 (0.1)
+    assert records == ecs.matched_size_records("ecs", runs, pools, scores, examples)  # deterministic
+    with pytest.raises(ValueError, match="2 pools"):
+        ecs.matched_size_records("ecs", runs, pools[:2], scores, examples)
+    with pytest.raises(ValueError, match="variant"):
+        ecs.matched_size_records("ecs", runs, pools, {"ecs": scores["first"]}, examples)
+
+
 def test_the_methods_of_notebook_12_are_registered_with_distinct_colours():
     shown = ("ecs", "ecs-free", "tfidf", "bm25", "scp", "pointwise")  # the methods its figures draw together
     styles = [methods.get(m) for m in shown]

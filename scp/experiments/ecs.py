@@ -19,8 +19,9 @@ C's token prefix (``reuse_prefix=True`` runs that prefix once per batch; :func:`
 Evidence selection is then scored against the gold supporting sentences by precision, recall and F1
 (:func:`evidence_prf`); the baselines' per-sentence scores (TF-IDF cosine, BM25, SCP, the pointwise control: rankers
 of :mod:`scp.pruning.methods`) come from :func:`scp.experiments.reranking.method_scores`, :func:`top_k` picks a
-baseline's k best sentences among a candidate pool, and :func:`selection_record` / :func:`summary_rows` turn
-selections into records and table rows (with bootstrap CIs; paired differences through
+baseline's k best sentences among a candidate pool, :func:`matched_size_records` holds every baseline to the number
+of sentences an ECS run selected, and :func:`selection_record` / :func:`summary_rows` turn selections into records
+and table rows (with bootstrap CIs; paired differences through
 :func:`scp.experiments.reranking.paired_rows`).  Importing this module registers the two ECS selections,
 ``ecs`` and ``ecs-free``, in :mod:`scp.pruning.methods` (their labels, colours and markers).
 """
@@ -51,6 +52,7 @@ __all__ = [
     "top_k",
     "evidence_prf",
     "selection_record",
+    "matched_size_records",
     "summary_rows",
 ]
 
@@ -356,6 +358,53 @@ def selection_record(method: str, selections: Sequence[Sequence[int]], examples:
         p, r, f = evidence_prf(sel, ex.labels)
         rows.append({"id": ex.id, "k": len(set(sel)), "precision": p, "recall": r, "f1": f})
     return {"method": method, "status": "ok", "per_example": rows}
+
+
+def matched_size_records(
+    variant: str,
+    results: Sequence[GreedyResult],
+    pools: Sequence[Sequence[int]],
+    baseline_scores: Mapping[str, Sequence[Sequence[float]]],
+    examples: Sequence,
+) -> dict[str, dict]:
+    """Evidence-selection records at matched size: an ECS variant's own selections, and every baseline keeping
+    as many pool units as that variant selected, example by example.
+
+    For example e with pool ``pools[e]`` (unit indices, in the order the candidates were given to
+    :func:`ecs_select`), the variant's selection is ``results[e].selected`` mapped from candidate positions to
+    unit indices, and a baseline's is :func:`top_k` of its scores with k = ``len(results[e].selected)``,
+    restricted to that pool.  The size is matched per example, not on average: precision and recall trade off
+    with the number kept, so this is the comparison that is fair to both.
+
+    Args:
+        variant: the name of the ECS variant (the key and ``"method"`` of its record).
+        results: the variant's greedy runs, one :class:`GreedyResult` per example.
+        pools: per example, the unit indices of its candidates (candidate position → unit index).
+        baseline_scores: baseline name → one score per unit of every example (all units, not only the pool's).
+        examples: the examples, in the same order (their ``labels`` are the gold supporting units).
+
+    Returns:
+        ``{variant: record, baseline: record, …}``, the variant first and then the baselines in the order of
+        ``baseline_scores``, each record from :func:`selection_record`.
+
+    Raises:
+        ValueError: when ``results``, ``pools``, ``examples`` or a baseline's scores differ in length, or when
+            the baselines include the variant's own name.
+    """
+    n = len(examples)
+    lengths = {"results": len(results), "pools": len(pools)} | {m: len(s) for m, s in baseline_scores.items()}
+    wrong = {k: v for k, v in lengths.items() if v != n}
+    if wrong:
+        raise InputError(f"{n} examples but {', '.join(f'{v} {k}' for k, v in wrong.items())}")
+    if variant in baseline_scores:
+        raise InputError(f"the baselines include the variant {variant!r} itself")
+    ks = [len(r.selected) for r in results]
+    chosen = [[int(pool[i]) for i in r.selected] for r, pool in zip(results, pools)]
+    out = {variant: selection_record(variant, chosen, examples)}
+    for method, scores in baseline_scores.items():
+        chosen = [top_k(s, k, among=pool) for s, k, pool in zip(scores, ks, pools)]
+        out[method] = selection_record(method, chosen, examples)
+    return out
 
 
 def summary_rows(records: Sequence[Mapping], n_boot: int = 1000, seed: int = 0) -> list[dict]:

@@ -11,7 +11,8 @@ no game.  Set-level supervision (:mod:`scp.data.coalition_targets`) is what only
   per-example means over seeds (the CI resamples examples, keeping the pairing);
 - :func:`table19_ranks` the paper's Table 19 case scored by exact Shapley, Monte Carlo and LOO;
 - :func:`curve_configs` / :func:`curve_rows` the learning curve (the first n training contexts, all, all five
-  datasets mixed); :func:`transfer_row` a HotpotQA-trained pair scored on another dataset.
+  datasets mixed), :func:`draw_learning_curve` its figure; :func:`transfer_row` a HotpotQA-trained pair scored
+  on another dataset.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "VARIANTS",
     "curve_configs",
     "curve_rows",
+    "draw_learning_curve",
     "example_records",
     "redundant_split",
     "table19_ranks",
@@ -331,3 +333,55 @@ def transfer_row(pairs: Sequence[tuple], examples, embedder, n_permutations: int
         "diff": diff.mean,
         "diff ci": [diff.ci_low, diff.ci_high],
     }
+
+
+def _seeds_text(n: int) -> str:
+    return "one seed" if n == 1 else f"mean ± sd over {n} seeds"
+
+
+def draw_learning_curve(ax, rows: Sequence[Mapping], styles: Mapping[str, tuple[str, str]]) -> None:
+    """The learning-curve figure from :func:`curve_rows`'s rows: test AUC against training contexts (log x).
+
+    For each model label of ``styles`` (label → (colour, marker)), the mean AUC over seeds at each HotpotQA
+    training size, joined in order of the number of training contexts.  A size with several seeds gets ±1 sd
+    error bars over them; a size with one seed is a point without error bars (an sd of one value is no spread),
+    and the legend entry says "one seed".  The "mixed" size (all five datasets) is no point of that line: it is
+    drawn apart, an open marker of the same colour at its number of training contexts, with its own legend entry.
+    Labels without rows are skipped.  The x axis is logarithmic, with plain numbers as tick labels.
+    """
+    import pandas as pd
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    df = pd.DataFrame(list(rows))
+    for label, (colour, marker) in styles.items():
+        sub = df[df["model"] == label] if len(df) else df
+        if sub.empty:
+            continue
+        line = sub[sub["size"] != "mixed"].groupby("size", sort=False)
+        stats = pd.DataFrame(
+            {"x": line.n_train.mean(), "y": line.auc.mean(), "sd": line.auc.std(), "n": line.auc.size()}
+        ).sort_values("x")
+        if len(stats):
+            many = stats.n > 1
+            text = _seeds_text(int(stats.n.max())) if stats.n.nunique() == 1 else "± sd where several seeds"
+            ax.plot(stats.x, stats.y, "-", marker=marker, color=colour, label=f"{label}, {text}")
+            if many.any():
+                ax.errorbar(stats.x[many], stats.y[many], yerr=stats.sd[many], fmt="none", ecolor=colour, capsize=2)
+        mixed = sub[sub["size"] == "mixed"]
+        if len(mixed):
+            ax.errorbar(
+                mixed.n_train.mean(),
+                mixed.auc.mean(),
+                yerr=mixed.auc.std() if len(mixed) > 1 else None,
+                fmt=marker,
+                mfc="white",
+                mec=colour,
+                ecolor=colour,
+                capsize=2,
+                ls="none",
+                label=f"{label}, five datasets mixed ({_seeds_text(len(mixed))})",
+            )
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
