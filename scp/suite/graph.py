@@ -330,7 +330,11 @@ def read_provenance(name: str, results_dir: Path | None = None) -> dict[str, Any
 def _resolve(shown: str, root: Path) -> Path | None:
     """The file a provenance path names now (``$SCP_DATA_DIR/…``, checkout-relative, or absolute)."""
     from scp.data.datasets import DATA_DIR_ENV
+    from scp.suite.notebook import SITE_PACKAGES, site_packages
 
+    if shown.startswith(f"{SITE_PACKAGES}/"):
+        found = [Path(f) / shown[len(SITE_PACKAGES) + 1 :] for f in site_packages()]
+        return next((f for f in found if f.is_file()), found[0])
     prefix = f"${DATA_DIR_ENV}/"
     if shown.startswith(prefix):
         data_dir = os.environ.get(DATA_DIR_ENV)
@@ -449,6 +453,6 @@ def uncovered_reads(
                 problems.append(
                     f"{decl.name} read the trained run {shown}, which no notebook's run wrote (by their provenance)"
                 )
-        elif not Path(shown).is_absolute():
+        elif not Path(shown).is_absolute() and not shown.startswith("site-packages/"):
             problems.append(f"{decl.name} read {shown} from the checkout, which no declaration provides")
     return problems

@@ -223,9 +223,21 @@ def git_commit(root: str | Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None, "changed": None}
 
 
+SITE_PACKAGES = "site-packages"
+"""How provenance names the folder of installed packages (the reader's GGUF file is one of theirs)."""
+
+
+def site_packages() -> list[str]:
+    """The folders installed packages live in (``purelib`` and ``platlib`` of this interpreter)."""
+    import sysconfig
+
+    return sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+
+
 def shown_path(path: str | Path, root: Path | None = None) -> str:
-    """How a file is named in provenance: ``$SCP_DATA_DIR/…`` under the data folder, relative to the checkout
-    (``models/…``, ``runs/models/…``) under it, else absolute; so records do not depend on where things are."""
+    """How a file is named in provenance: ``$SCP_DATA_DIR/…`` under the data folder, ``site-packages/…`` in an
+    installed package, relative to the checkout (``models/…``, ``runs/models/…``) under it, else absolute; so
+    records do not depend on where things are."""
     import os
 
     from scp.data.datasets import DATA_DIR_ENV
@@ -233,6 +245,7 @@ def shown_path(path: str | Path, root: Path | None = None) -> str:
     p = Path(path).expanduser().resolve()
     data_dir = os.environ.get(DATA_DIR_ENV)
     bases = [(f"${DATA_DIR_ENV}", Path(data_dir))] if data_dir else []
+    bases += [(SITE_PACKAGES, Path(folder)) for folder in site_packages()]
     if os.environ.get(RUNS_DIR_ENV):
         bases.append(("runs", Path(os.environ[RUNS_DIR_ENV])))
     bases.append(("", root or ROOT))
