@@ -16,7 +16,8 @@ Each ``params/NAME.yaml`` declares its notebook's inputs in a ``suite:`` section
   notebook itself or by another notebook's run (in the provenance of that run).
 - :func:`status` says which notebooks are stale against the provenance their results folder holds: the notebook's
   code cells, its full-run parameters, the ``scp`` modules it imports (:func:`code_digests`, read from the source, so
-  a change to one module marks only the notebooks that import it), the data and committed models it read, and
+  a change to one module marks only the notebooks that import it; the runner's own modules, :data:`ORCHESTRATION`,
+  do not count), the data and committed models it read, and
   staleness of the notebooks it comes after.  Trained runs under ``runs/models`` are a cache keyed by their
   config: they are rebuilt from code and data when absent, so their bytes are recorded but not compared.
 """
@@ -54,6 +55,7 @@ def _dirs():
 
 __all__ = [
     "Declared",
+    "ORCHESTRATION",
     "TIMING_COLUMNS",
     "Tolerance",
     "check_graph",
@@ -282,12 +284,19 @@ def module_imports(module: str, source: Path | None = None) -> frozenset[str]:
     return _module_imports(module, Path(source or SCP_SOURCE).resolve())
 
 
+ORCHESTRATION = frozenset(
+    {"scp.suite.runner", "scp.suite.graph", "scp.suite.check", "scp.suite.quoted", "scp.suite.gallery"}
+)
+"""Modules that run, order, check and describe notebooks but compute nothing a notebook's tables or figures hold:
+:func:`code_digests` leaves them out (and does not follow their imports), so fixing the runner reruns nothing."""
+
+
 def _closure(roots: Iterable[str], source: Path) -> set[str]:
     seen: set[str] = set()
     todo = [r for r in roots if _module_file(r, source) is not None]
     while todo:
         m = todo.pop()
-        if m in seen:
+        if m in seen or m in ORCHESTRATION:
             continue
         seen.add(m)
         parents = [".".join(m.split(".")[:k]) for k in range(1, len(m.split(".")))]
@@ -379,7 +388,7 @@ def _own_reasons(
     if inputs.get("notebook") != notebook_digest(name, notebooks_dir):
         reasons.append("the notebook changed")
     now = code_digests(name, notebooks_dir)
-    then = inputs.get("code") or {}
+    then = {m: d for m, d in (inputs.get("code") or {}).items() if m not in ORCHESTRATION}
     modules = sorted(m for m in set(now) | set(then) if now.get(m) != then.get(m))
     if modules:
         shown = ", ".join(modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")

@@ -703,7 +703,14 @@ def run(
     Returns:
         ``{name: executed copy}`` of the notebooks that ran, in the order they were started.
     """
-    echo = echo or (lambda *a, **k: None)
+    import threading
+
+    lock, say = threading.Lock(), echo or (lambda *a, **k: None)
+
+    def echo(*args, **kwargs) -> None:  # one line at a time, whichever notebook's thread says it
+        with lock:
+            say(*args, **kwargs)
+
     wanted = [names] if isinstance(names, str) else list(names)
     if "all" in wanted:
         wanted = notebook_names()
