@@ -4,7 +4,8 @@
 scientific notation (``1.5e-11``, ``10⁻⁹``), percentages and ratios (``1.70×``), with a minus sign or ``−``.  It
 skips what is no measured number: section numbers at the start of a heading, references to the paper (``Table
 19``, ``Fig. 3a``, ``Theorem 3.1``, ``§4``), notebook numbers (``notebook 02``), years after ``et al.``, model
-names (``MiniLM-L6-v2``, ``SmolLM2-135M``), and anything inside backticks (code, file names).
+names (``MiniLM-L6-v2``, ``SmolLM2-135M``), citation years (``Shapley (1953)``), and anything inside backticks
+(code, file names).
 
 :func:`unmatched` returns the quoted numbers that none of the notebook's values gives at the printed precision: a
 number printed with *d* decimals matches a value *v* when *v* rounded to *d* decimals equals it (also ``|v|``,
@@ -66,6 +67,7 @@ def _strip(markdown: str) -> str:
     text = re.sub(r"<[^>]+>", " ", text)
     text = re.sub(r"^(#+\s*)\d+(\.\d+)*", r"\1", text, flags=re.MULTILINE)
     text = re.sub(r"\bet al\.,?\s*\(?\d{4}\)?", "et al.", text)
+    text = re.sub(r"\((?:19|20)\d{2}[a-z]?\)", " ", text)  # a citation's year: Shapley (1953)
     # names with a digit: MiniLM-L6-v2, SmolLM2-135M, top-1, float64, L2 (a letter first, so 1.5e-11 stays)
     text = re.sub(r"(?<![\w.])[A-Za-z]\w*(?:-\w+)*", lambda m: " " if re.search(r"\d", m[0]) else m[0], text)
     return text
