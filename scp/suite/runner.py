@@ -617,21 +617,23 @@ def _check_dirty(allow_dirty: bool) -> None:
         )
 
 
-def _finished(name: str, results: Path, upstream_results: Path, required: bool) -> None:
-    """After a run that wrote ``results/NAME`` under ``results``: its provenance exists (when ``required``) and
-    every file it read is declared or was written by another notebook's run (their provenance under
-    ``upstream_results``)."""
+def _finished(name: str, results: Path, upstream_results: Path, required: bool) -> list[str]:
+    """After a run that wrote ``results/NAME`` under ``results``: its provenance exists and every file it read is
+    declared or was written by another notebook's run (their provenance under ``upstream_results``).  A run into
+    the checkout or a ``--check`` (``required``) fails otherwise; any other run returns the undeclared reads,
+    which the runner prints as a warning (``-p`` may well read another dataset)."""
     from scp.suite.graph import declared, read_provenance, uncovered_reads
 
     prov = read_provenance(name, results)
     if prov is None and not required:
-        return
+        return []
     if prov is None:
         raise RunnerError(f"notebook {name} wrote no results/{name}/provenance.json (its last cell calls run.finish())")
     others = {n: read_provenance(n, upstream_results) for n in notebook_names() if n != name}
     problems = uncovered_reads(declared(name), prov, others)
-    if problems:
+    if problems and required:
         raise RunnerError(f"notebook {name} read inputs it does not declare: {'; '.join(problems)}")
+    return problems
 
 
 def _schedule(todo: Sequence[str], jobs: int, work, echo) -> None:
@@ -773,7 +775,11 @@ def run(
                 executed[name] = run_notebook(
                     name, smoke=smoke, out_dir=dest, params=mine, executed=copy, runs_dir=runs_dir
                 )
-                _finished(name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check)
+                undeclared = _finished(
+                    name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check
+                )
+                for problem in undeclared:
+                    echo(f"[{i}/{total}] warning: {problem}", flush=True)
                 if committed:
                     for kind in ("figures", "results"):
                         _replace_whole(scratch / kind / name, ROOT / kind / name)
