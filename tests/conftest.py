@@ -58,3 +58,13 @@ def smoke_run(tmp_path_factory):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(autouse=True)
+def fresh_lineage():
+    """Each test starts with no file noted as read or written: :mod:`scp.lineage` is per process, and one test's
+    loads (e.g. the reader's GGUF) must not show up in another test's provenance."""
+    from scp import lineage
+
+    lineage.reset()
+    yield
