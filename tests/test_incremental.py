@@ -70,7 +70,11 @@ def test_a_clean_run_pins_skips_and_replaces_whole(checkout):
     commit(checkout, "results")
     # nothing changed: both are skipped, and say why
     lines = run()
-    assert [line.split(":")[0] for line in lines] == ["[skip] 01_a", "[skip] 02_b"]
+    assert [line.split(":")[0] for line in lines[:2]] == ["[skip] 01_a", "[skip] 02_b"]
+    assert lines[2].startswith("[suite] 0 run, 2 up to date, in ") and len(lines) == 3
+    suite_run = json.loads((checkout / "runs" / runner.SUITE_RUN).read_text())
+    assert suite_run["ran"] == [] and suite_run["up_to_date"] == ["01_a", "02_b"] and suite_run["wall_s"] >= 0
+    assert suite_run["git"]["commit"] == git(checkout, "rev-parse", "HEAD").strip()
     # one parameter of 01_a changes: 01_a and 02_b (after it) rerun, and 01_a's folder holds only this run's files
     (checkout / "params" / "01_a.yaml").write_text(
         (checkout / "params" / "01_a.yaml").read_text().replace("n: 2\n", "n: 3\n", 1)

@@ -47,18 +47,35 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
 
     clone = tmp_path / "clone"
     (clone / "runs").mkdir(parents=True)
-    for name, seconds in (("00_cooperative_games_tutorial", 15.0), ("01_train_value_network", 2323.6)):
+    spans = {  # 00 and 01 side by side, 02 after a pause that must not count
+        "00_cooperative_games_tutorial": ("2026-01-01T10:00:00+00:00", "2026-01-01T10:00:15+00:00", 15.0),
+        "01_train_value_network": ("2026-01-01T10:00:05+00:00", "2026-01-01T10:39:00+00:00", 2335.0),
+        "02_reranking_auc": ("2026-01-01T12:00:00+00:00", "2026-01-01T12:01:00+00:00", 60.0),
+    }
+    for name, (start, end, seconds) in spans.items():
         nb = nbformat.v4.new_notebook()
-        nb.metadata["papermill"] = {"duration": seconds}
+        nb.metadata["papermill"] = {"duration": seconds, "start_time": start, "end_time": end}
         nbformat.write(nb, clone / "runs" / f"{name}.ipynb")
     nbformat.write(nbformat.v4.new_notebook(), clone / "runs" / "scratch.ipynb")  # not a suite notebook
-    assert suite.run_durations(clone / "runs")["01_train_value_network"] == 2323.6
+    for name, commit in (("00_cooperative_games_tutorial", "a" * 40), ("01_train_value_network", "a" * 40)):
+        (clone / "results" / name).mkdir(parents=True)
+        (clone / "results" / name / "provenance.json").write_text(
+            json.dumps({"git": {"commit": commit, "dirty": False}})
+        )
+    (clone / "runs" / "suite_run.json").write_text(json.dumps({"ran": [], "up_to_date": list(spans), "wall_s": 41.5}))
+    assert suite.run_durations(clone / "runs")["01_train_value_network"] == 2335.0
+    assert suite.busy_seconds(clone / "runs", spans) == pytest.approx(39 * 60 + 60)
     root = tmp_path / "root"
     path = suite.record_cold_run(clone, root, note="two shared cores")
     record = json.loads(path.read_text())
-    assert record["notebooks"] == {"00_cooperative_games_tutorial": 15.0, "01_train_value_network": 2323.6}
-    assert record["total_s"] == pytest.approx(2338.6) and record["note"] == "two shared cores"
-    assert suite.cold_run_time("01_train_value_network", root) == 2323.6
-    assert suite.cold_run_time("02_reranking_auc", root) is None
+    assert record["notebooks"] == {name: seconds for name, (_, _, seconds) in spans.items()}
+    assert record["total_s"] == pytest.approx(2410.0) and record["note"] == "two shared cores"
+    assert record["busy_s"] == pytest.approx(2400.0) and record["results_commits"] == ["a" * 40]
+    assert suite.cold_run(root)["last_run"]["wall_s"] == 41.5
+    (root / "notebooks").mkdir()
+    (root / "notebooks" / "00_cooperative_games_tutorial.ipynb").write_text("{}")
+    table = suite.readme_table(root)
+    assert "| not run yet |" in table and "Results made at commit `aaaaaaa`: 3 notebooks, 40.2 min" in table
+    assert "busy 40.0 min of wall clock" in table and "ran no notebook (3 up to date) in 42 s" in table
     with pytest.raises(ValueError, match="no executed notebook"):
         suite.record_cold_run(tmp_path / "empty", root)

@@ -3,8 +3,8 @@ caption, and its measured wall time.
 
 ``python -m scp.suite.gallery`` rewrites ``figures/README.md`` (the gallery) and the table between the ``suite-table``
 markers of ``README.md`` from what is on disk: the figures under ``figures/NAME/`` and the ``wall_time_s`` that
-each notebook's result tables carry in their provenance (written by the notebook itself, so no number here is
-typed by hand), beside the times of one ``make figures`` in a fresh clone (empty caches), which
+each notebook's results carry in their provenance (written by the notebook itself, so no number here is typed by
+hand), and below it the ``make figures`` in a fresh clone (empty caches) that made them, which
 ``python -m scp.suite.gallery --cold-run CLONE`` reads from the clone's executed notebooks into :data:`COLD_RUN`.
 Folders of ``figures/`` that no notebook draws (:data:`OTHER_FIGURES`, e.g. the benchmarks' ``figures/bench/``) get a
 section of their own.  A figure without a caption is an error: every figure says what it shows.
@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from scp.errors import InputError
@@ -28,8 +29,9 @@ __all__ = [
     "COLD_RUN",
     "wall_time",
     "run_durations",
+    "busy_seconds",
     "record_cold_run",
-    "cold_run_time",
+    "cold_run",
     "gallery",
     "readme_table",
     "main",
@@ -222,31 +224,62 @@ COLD_RUN = Path("results") / "suite" / "cold_run.json"
 """Where :func:`record_cold_run` keeps the per-notebook times of one ``make figures`` in a fresh clone."""
 
 
+def _papermill(path: Path) -> dict:
+    return json.loads(path.read_text()).get("metadata", {}).get("papermill") or {}
+
+
 def run_durations(runs_dir: Path) -> dict[str, float]:
     """Seconds papermill spent on each executed notebook in ``runs_dir`` (``metadata.papermill.duration``)."""
     out = {}
     for path in sorted(Path(runs_dir).glob("*.ipynb")):
-        duration = (json.loads(path.read_text()).get("metadata", {}).get("papermill") or {}).get("duration")
+        duration = _papermill(path).get("duration")
         if isinstance(duration, (int, float)):
             out[path.stem] = float(duration)
     return out
 
 
+def busy_seconds(runs_dir: Path, names: Iterable[str]) -> float | None:
+    """Wall-clock seconds during which at least one of ``names`` was running: the length of the union of their
+    papermill ``[start_time, end_time]`` intervals (notebooks run side by side count once; a pause between two
+    invocations does not count).  None when any of them lacks the times."""
+    from datetime import datetime
+
+    spans = []
+    for name in names:
+        meta = _papermill(Path(runs_dir) / f"{name}.ipynb")
+        if not (meta.get("start_time") and meta.get("end_time")):
+            return None
+        spans.append(tuple(datetime.fromisoformat(meta[k]).timestamp() for k in ("start_time", "end_time")))
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(spans):
+        total += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return total
+
+
 def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
-    """Write :data:`COLD_RUN` from the executed notebooks of a ``make figures`` run in ``clone`` (a fresh
-    clone, started with an empty embedding cache and no trained models): each notebook's time, their sum,
-    the clone's commit and ``note`` (the conditions of the run)."""
+    """Write :data:`COLD_RUN` from ``make figures`` in ``clone`` (a fresh clone, started with an empty embedding
+    cache and no ``runs/``): each notebook's time from its executed copy, their sum, the wall clock the suite kept
+    the machine busy (:func:`busy_seconds`), the commits its results' provenance names, the last run into the
+    clone (``runs/suite_run.json``: a second ``make figures`` with nothing changed runs nothing) and ``note``."""
     from scp.io import jsonable
-    from scp.suite.notebook import git_commit
+    from scp.suite.runner import SUITE_RUN
 
     clone = Path(clone)
     durations = {name: seconds for name, seconds in run_durations(clone / "runs").items() if name in NOTEBOOKS}
     if not durations:
         raise InputError(f"{clone / 'runs'} holds no executed notebook of the suite: run `make figures` there first")
+    commits = set()
+    for path in (clone / "results").glob("*/provenance.json"):
+        git = json.loads(path.read_text()).get("git") or {}
+        commits.add(f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
+    last = clone / "runs" / SUITE_RUN
     record = {
         "notebooks": durations,
         "total_s": sum(durations.values()),
-        "git": git_commit(clone),
+        "busy_s": busy_seconds(clone / "runs", durations),
+        "results_commits": sorted(commits),
+        "last_run": json.loads(last.read_text()) if last.is_file() else None,
         "cpu_count": os.cpu_count(),
         "note": note,
     }
@@ -256,10 +289,10 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
     return target
 
 
-def cold_run_time(name: str, root: Path = ROOT) -> float | None:
-    """Seconds of ``name`` in the recorded fresh-clone run (:data:`COLD_RUN`), if it ran there."""
+def cold_run(root: Path = ROOT) -> dict | None:
+    """The recorded fresh-clone run (:data:`COLD_RUN`), if there is one."""
     path = root / COLD_RUN
-    return json.loads(path.read_text())["notebooks"].get(name) if path.is_file() else None
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def _minutes(seconds: float | None, missing: str) -> str:
@@ -301,18 +334,35 @@ def gallery(root: Path = ROOT) -> str:
 
 
 def readme_table(root: Path = ROOT) -> str:
-    """The README's notebook → paper → wall time table: the full run behind the committed results (caches
-    warm where earlier notebooks filled them), and the recorded fresh-clone run (:data:`COLD_RUN`)."""
+    """The README's notebook → paper → wall time table (each notebook's ``wall_time_s`` in the provenance of the
+    committed results), and below it what :data:`COLD_RUN` recorded of the ``make figures`` that made them."""
     lines = [
-        "| notebook | what it shows | paper | full run on 2 CPU cores | first run in a fresh clone |",
-        "|---|---|---|---|---|",
+        "| notebook | what it shows | paper | committed run on 2 CPU cores |",
+        "|---|---|---|---|",
     ]
     for name, (what, paper) in NOTEBOOKS.items():
         if not (root / "notebooks" / f"{name}.ipynb").is_file():
             continue
-        warm = _minutes(wall_time(name, root), "not run yet")
-        cold = _minutes(cold_run_time(name, root), "—")
-        lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {warm} | {cold} |")
+        seconds = _minutes(wall_time(name, root), "not run yet")
+        lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {seconds} |")
+    cold = cold_run(root)
+    if cold is not None:
+        commits = ", ".join(f"`{c[:7]}`" for c in cold.get("results_commits") or []) or "unknown"
+        busy = cold.get("busy_s")
+        busy_text = f"; the machine was busy {_minutes(busy, '')} of wall clock" if busy is not None else ""
+        lines += [
+            "",
+            f"Results made at commit {commits}: {len(cold['notebooks'])} notebooks, "
+            f"{_minutes(cold['total_s'], '')} of notebook time in all{busy_text}.",
+        ]
+        last = cold.get("last_run")
+        if last and not last.get("ran"):
+            lines[-1] += (
+                f" A second `make figures` with nothing changed ran no notebook "
+                f"({len(last['up_to_date'])} up to date) in {_minutes(last['wall_s'], '')}."
+            )
+        if cold.get("note"):
+            lines[-1] += f" {cold['note']}"
     return "\n".join(lines)
 
 

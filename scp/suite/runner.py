@@ -636,6 +636,35 @@ def _finished(name: str, results: Path, upstream_results: Path, required: bool) 
     return problems
 
 
+SUITE_RUN = "suite_run.json"
+"""The file under ``runs/`` where a run into the checkout records itself (:func:`_record_suite_run`)."""
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _record_suite_run(started_at: str, wall_s: float, jobs: int, ran: list[str], skipped: list[str]) -> dict:
+    """Write ``runs/``:data:`SUITE_RUN` (atomically): when the last run into the checkout started, its wall time, the
+    notebooks it ran and those it skipped as up to date, at which commit; returns the record."""
+    from scp.io import write_json
+    from scp.suite.notebook import git_commit
+
+    record = {
+        "started_at": started_at,
+        "wall_s": round(wall_s, 3),
+        "jobs": jobs,
+        "ran": ran,
+        "up_to_date": skipped,
+        "git": git_commit(ROOT),
+    }
+    RUNS.mkdir(parents=True, exist_ok=True)
+    write_json(record, RUNS / SUITE_RUN)
+    return record
+
+
 def _schedule(todo: Sequence[str], jobs: int, work, echo) -> None:
     """Run ``work(name)`` for ``todo`` in order, up to ``jobs`` at once, each only after the notebooks it comes
     after (among ``todo``) finished; the first failure stops new starts and is raised once the others end."""
@@ -737,9 +766,11 @@ def run(
             "-p changes what a notebook computes: give --out DIR, so the committed results stay as they are"
         )
     reasons = {n: [] for n in todo}
+    started, started_at, skipped = time.perf_counter(), _now(), []
     if committed:
         _check_dirty(allow_dirty)
         chosen = plan(todo, force)
+        skipped = chosen.skip
         for n in chosen.skip:
             echo(f"[skip] {n}: up to date (its inputs equal those results/{n}/provenance.json records)", flush=True)
         reasons = chosen.run
@@ -800,6 +831,9 @@ def run(
 
         with _environment(**env):
             _schedule(todo, jobs, work, echo)
+    if committed:
+        record = _record_suite_run(started_at, time.perf_counter() - started, jobs, list(executed), skipped)
+        echo(f"[suite] {len(executed)} run, {len(skipped)} up to date, in {record['wall_s']:.1f} s", flush=True)
     failed = [n for n, r in reports.items() if not r.ok]
     if failed:
         raise RunnerError(f"--check: {', '.join(failed)} differ from the committed results beyond their tolerance")
