@@ -2,6 +2,7 @@
 ``--check`` against the committed tables (scp.suite.runner with scp.suite.graph and scp.suite.check)."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -126,13 +127,20 @@ def test_check_compares_a_rerun_with_the_committed_tables(checkout):
 
 
 def test_two_jobs_run_independent_notebooks(checkout):
+    where = "import os\nrecord('cwd', os.getcwd())\nrecord('runs_dir', os.environ.get('SCP_RUNS_DIR'))"
     write_notebook(
         checkout / "notebooks" / "03_c.ipynb",
         "n = 2  # size\nout_dir = None  # set by the runner",
-        *(cell.format(name="03_c") for cell in BODY),
+        *(cell.format(name="03_c") for cell in (*BODY[:-1], where, BODY[-1])),
     )
     (checkout / "params" / "03_c.yaml").write_text("n: 2\n")
     commit(checkout, "a third, independent notebook")
+    cwd, environ = os.getcwd(), dict(os.environ)
     lines = run(jobs=2)
     assert sum(line.endswith("...") for line in lines) == 3
     assert all((checkout / "results" / n / "provenance.json").is_file() for n in ("01_a", "02_b", "03_c"))
+    # each kernel starts in notebooks/ with the runs folder in its environment; the runner's own working folder
+    # and environment are left as they were (threads changing them would race)
+    records = json.loads((checkout / "results" / "03_c" / "records.json").read_text())
+    assert records["cwd"] == str(checkout / "notebooks") and records["runs_dir"] == str(checkout / "runs")
+    assert os.getcwd() == cwd and dict(os.environ) == environ

@@ -452,9 +452,12 @@ def _source_cell_index(executed: Path, index: int | None) -> int | None:
         return index
 
 
-def _kernel_manager_class():
-    """A kernel manager that talks to the kernel over IPC sockets in the temporary folder (local only, and no
-    "running over TCP without encryption" warning from ipykernel on every run)."""
+def _kernel_manager_class(cwd: Path, env: Mapping[str, str]):
+    """A kernel manager that starts its kernel in ``cwd`` with ``env`` on top of the runner's environment, and
+    talks to it over IPC sockets in the temporary folder (local only, and no "running over TCP without
+    encryption" warning from ipykernel on every run).  The folder and variables go to the kernel's process alone:
+    changing the runner's own working folder or ``os.environ`` would race when notebooks run side by side
+    (``-j``), each thread restoring what another had set."""
     from uuid import uuid4
 
     from jupyter_client.manager import AsyncKernelManager
@@ -468,6 +471,11 @@ def _kernel_manager_class():
         @default("ip")
         def _ip_default(self):
             return str(Path(tempfile.gettempdir()) / f"scp-kernel-{uuid4().hex[:12]}")
+
+        async def _async_pre_start_kernel(self, **kw):
+            kw["cwd"] = str(cwd)
+            kw["env"] = {**(kw.get("env") or os.environ), **env}
+            return await super()._async_pre_start_kernel(**kw)
 
     return IPCKernelManager
 
@@ -522,17 +530,15 @@ def run_notebook(
 
     runs_dir = Path(runs_dir).resolve() if runs_dir is not None else RUNS if out == ROOT else out / "runs"
     try:
-        with _environment(**{RUNS_DIR_ENV: str(runs_dir)}):
-            papermill.execute_notebook(
-                str(source),
-                str(executed),
-                parameters={**values, "out_dir": str(out)},
-                cwd=str(source.parent),
-                kernel_name="python3",
-                progress_bar=False,
-                log_output=log_output,
-                kernel_manager_class=_kernel_manager_class(),
-            )
+        papermill.execute_notebook(
+            str(source.resolve()),
+            str(executed.resolve()),
+            parameters={**values, "out_dir": str(out)},
+            kernel_name="python3",
+            progress_bar=False,
+            log_output=log_output,
+            kernel_manager_class=_kernel_manager_class(source.parent.resolve(), {RUNS_DIR_ENV: str(runs_dir)}),
+        )
     except PapermillExecutionError as exc:
         raise NotebookFailed(
             name, _source_cell_index(executed, exc.cell_index), exc.source or "", exc.ename, str(exc.evalue), executed
