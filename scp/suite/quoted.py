@@ -106,6 +106,12 @@ def _numbers(obj: Any) -> Iterator[float]:
         if math.isfinite(obj):
             yield float(obj)
     elif isinstance(obj, str):
+        if obj.startswith("["):  # a table cell holding a list, e.g. a CI "[0.93, 0.96]"
+            try:
+                yield from _numbers(json.loads(obj))
+            except ValueError:
+                pass
+            return
         try:
             value = float(obj)
         except ValueError:

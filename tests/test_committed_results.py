@@ -1,0 +1,50 @@
+"""The committed results are one clean run: every results folder of a notebook pinned to one commit, made from a
+clean tree, with the data files and models it read (scp.suite.notebook provenance, scp.suite.graph)."""
+
+import json
+
+import pytest
+
+from scp.suite.graph import declared, read_provenance, status, uncovered_reads
+from scp.suite.runner import ROOT, notebook_names
+
+NAMES = notebook_names()
+
+
+def _provenances():
+    return {n: read_provenance(n) for n in NAMES}
+
+
+def test_one_commit_and_a_clean_tree_across_the_suite():
+    provs = _provenances()
+    missing = [n for n, p in provs.items() if p is None]
+    assert not missing, f"no results/NAME/provenance.json for {missing}: run them (scp run all)"
+    commits = {p["git"]["commit"] for p in provs.values()}
+    assert len(commits) == 1, f"the results come from several commits: {commits}"
+    assert all(p["git"]["dirty"] is False for p in provs.values())
+    for name in NAMES:  # every table's JSON names the same run
+        for path in sorted((ROOT / "results" / name).glob("*.json")):
+            if path.name in ("records.json", "provenance.json"):
+                continue
+            git = json.loads(path.read_text())["provenance"]["git"]
+            assert git["commit"] in commits and git["dirty"] is False, path
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_run_lists_what_it_read_and_only_what_it_declares(name):
+    prov = read_provenance(name)
+    decl = declared(name)
+    shown = {e["path"].split("/")[1] for e in prov["data_files"]}
+    assert shown == {d.split("/")[0] for d in decl.data}, f"{name} read {shown}, declares {decl.data}"
+    assert {e["path"] for e in prov["models"] if e["path"].startswith("models/")} == set(decl.models)
+    assert all(len(e["sha256"]) == 64 and e["bytes"] > 0 for e in prov["data_files"] + prov["models"])
+    assert prov["versions"]["scp"] and prov["versions"]["numpy"] and prov["wall_time_s"] > 0
+    others = {n: read_provenance(n) for n in NAMES if n != name}
+    assert uncovered_reads(decl, prov, others) == []
+
+
+def test_nothing_is_stale():
+    """The committed results are what the committed notebooks, parameters, code and inputs give (the text of a
+    notebook may have been fixed since: markdown is no input)."""
+    stale = {n: why for n, why in status().items() if why}
+    assert not stale, stale
