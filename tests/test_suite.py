@@ -76,6 +76,6 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     (root / "notebooks" / "00_cooperative_games_tutorial.ipynb").write_text("{}")
     table = suite.readme_table(root)
     assert "| not run yet |" in table and "Results made at commit `aaaaaaa`: 3 notebooks, 40.2 min" in table
-    assert "busy 40.0 min of wall clock" in table and "ran no notebook (3 up to date) in 42 s" in table
+    assert "busy 40.0 min of wall clock" in table and "ran no notebook (3 up to date; `scp run all` took 42 s)" in table
     with pytest.raises(ValueError, match="no executed notebook"):
         suite.record_cold_run(tmp_path / "empty", root)

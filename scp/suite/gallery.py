@@ -359,7 +359,7 @@ def readme_table(root: Path = ROOT) -> str:
         if last and not last.get("ran"):
             lines[-1] += (
                 f" A second `make figures` with nothing changed ran no notebook "
-                f"({len(last['up_to_date'])} up to date) in {_minutes(last['wall_s'], '')}."
+                f"({len(last['up_to_date'])} up to date; `scp run all` took {_minutes(last['wall_s'], '')})."
             )
         if cold.get("note"):
             lines[-1] += f" {cold['note']}"
