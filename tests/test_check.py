@@ -48,3 +48,9 @@ def test_rows_and_columns_must_match(tmp_path):
     assert [d.where for d in compare(old, new, Tolerance()).differences] == ["rows"]
     (new / "auc.csv").write_text("method,auc\nscp,0.9\n")
     assert [d.where for d in compare(old, new, Tolerance()).differences] == ["columns"]
+
+
+def test_milliseconds_are_timings_and_ms_marco_is_not():
+    tolerance = Tolerance()
+    assert tolerance.ignores("ms_per_context") and tolerance.ignores("ms_per_context_hotpotqa_by_budget")
+    assert tolerance.ignores("embed_ms") and not tolerance.ignores("msmarco_auc") and not tolerance.ignores("auc")

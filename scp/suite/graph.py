@@ -41,7 +41,7 @@ from scp.io import jsonable
 SCP_SOURCE = Path(__file__).resolve().parents[1]
 """The ``scp`` package folder whose modules :func:`code_digests` hashes."""
 
-TIMING_COLUMNS = ("*seconds*", "*_s", "*_s_*", "*time*", "*per_second*", "*speed*up*", "*_ms")
+TIMING_COLUMNS = ("*seconds*", "*_s", "*_s_*", "*time*", "*per_second*", "*speed*up*", "*_ms", "ms_*")
 """Columns and record names :func:`scp.suite.check.compare` never compares: measured times move every run."""
 
 
