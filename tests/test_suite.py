@@ -77,5 +77,8 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     table = suite.readme_table(root)
     assert "| not run yet |" in table and "Results made at commit `aaaaaaa`: 3 notebooks, 40.2 min" in table
     assert "busy 40.0 min of wall clock" in table and "ran no notebook (3 up to date; `scp run all` took 42 s)" in table
+    record["results_commits"] = ["b" * 40 + " (dirty)"]  # a dirty tree stays visible in the README line
+    path.write_text(json.dumps(record))
+    assert "Results made at commit `bbbbbbb` (dirty): 3 notebooks" in suite.readme_table(root)
     with pytest.raises(ValueError, match="no executed notebook"):
         suite.record_cold_run(tmp_path / "empty", root)

@@ -262,7 +262,7 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
     cache and no ``runs/``): each notebook's time from its executed copy, their sum, the wall clock the suite kept
     the machine busy (:func:`busy_seconds`), the commits its results' provenance names, the last run into the
     clone (``runs/suite_run.json``: a second ``make figures`` with nothing changed runs nothing) and ``note``."""
-    from scp.io import jsonable
+    from scp.io import write_json
     from scp.suite.runner import SUITE_RUN
 
     clone = Path(clone)
@@ -285,7 +285,7 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
     }
     target = root / COLD_RUN
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(jsonable(record), indent=1) + "\n")
+    write_json(record, target)
     return target
 
 
@@ -347,7 +347,7 @@ def readme_table(root: Path = ROOT) -> str:
         lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {seconds} |")
     cold = cold_run(root)
     if cold is not None:
-        commits = ", ".join(f"`{c[:7]}`" for c in cold.get("results_commits") or []) or "unknown"
+        commits = ", ".join(f"`{c[:7]}`{c[40:]}" for c in cold.get("results_commits") or []) or "unknown"
         busy = cold.get("busy_s")
         busy_text = f"; the machine was busy {_minutes(busy, '')} of wall clock" if busy is not None else ""
         lines += [
