@@ -1,10 +1,11 @@
 """Atomic file writes (nothing is ever left half-written: caches, checkpoints, result records), the one
-conversion of values to JSON data (:func:`jsonable`, :func:`write_json`), and generated sections of a text file
-(:func:`replace_section`)."""
+conversion of values to JSON data (:func:`jsonable`, :func:`write_json`), the one bounded JSON reader
+(:func:`read_json`, :func:`parse_json`) and generated sections of a text file (:func:`replace_section`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import math
 import os
@@ -17,7 +18,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from scp.errors import InputError, InputTypeError
+from scp.errors import DataFormatError, InputError, InputTypeError, SCPError
+
+#: Deepest nesting of lists and objects any JSON file the package reads may have (records, settings, provenance,
+#: cards); Python's own parser would raise RecursionError somewhere near 1000.
+MAX_JSON_DEPTH = 64
 
 
 @contextmanager
@@ -112,3 +117,103 @@ def replace_section(path: str | os.PathLike, name: str, body: str) -> bool:
         with atomic_open(path, "w") as f:
             f.write(new)
     return new != text
+
+
+def _depth_exceeds(text: str, limit: int) -> bool:
+    """Whether the brackets of JSON ``text`` (outside strings) nest deeper than ``limit``: one linear scan, so a
+    deeply nested document is refused before the recursive parser sees it."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
+def parse_json(text: str | bytes, what: str, expect: type | tuple[type, ...] | None = None,
+               max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``text`` parsed as JSON, refused with one line naming ``what`` when it is not valid UTF-8 JSON, nests deeper
+    than ``max_depth`` or (with ``expect``) its top level is not of that type.
+
+    Raises:
+        DataFormatError: naming ``what`` and the problem.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataFormatError(f"{what} is not UTF-8 text (byte {exc.start})") from None
+    if _depth_exceeds(text, max_depth):
+        raise DataFormatError(f"{what} nests lists or objects deeper than {max_depth} levels; no file of ours does")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if expect is not None and not isinstance(obj, expect):
+        names = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
+        kinds = {"dict": "an object", "list": "a list", "str": "a string", "int": "an integer", "float": "a number"}
+        wanted = " or ".join(kinds.get(n, n) for n in names.split(" or "))
+        raise DataFormatError(f"{what} holds {kinds.get(type(obj).__name__, type(obj).__name__)} where {wanted} "
+                              "is expected")
+    return obj
+
+
+def read_json(path: str | os.PathLike, what: str | None = None, expect: type | tuple[type, ...] | None = dict,
+              max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The JSON document in the regular file ``path`` (:func:`parse_json`: bounded depth, top-level type
+    ``expect``, by default an object); ``what`` names it in errors (default: the path).
+
+    Raises:
+        MissingFileError: ``path`` does not exist.
+        DataFormatError: it is not a regular file, not valid JSON, too deep or of the wrong top-level type.
+    """
+    from scp.errors import MissingFileError
+
+    path = Path(path)
+    what = what or str(path)
+    if not path.exists():
+        raise MissingFileError(f"{what}: no such file")
+    if not path.is_file():
+        raise DataFormatError(f"{what} is not a regular file")
+    return parse_json(path.read_bytes(), what, expect=expect, max_depth=max_depth)
+
+
+@contextmanager
+def exclusive_lock(lock_file: str | os.PathLike, what: str, wait: bool = False) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_file`` (created if missing; its content is never read) while the
+    block runs: one writer of ``what`` at a time, across processes.  The lock dies with its process, so a killed
+    writer never leaves a stale lock behind.
+
+    Args:
+        lock_file: the lock's file (say ``runs/.locks/NAME.lock``); its folder is created.
+        what: names the guarded thing in the refusal, e.g. ``"notebook 00_cooperative_games_tutorial"``.
+        wait: block until the other writer is done instead of refusing.
+
+    Raises:
+        SCPError: another process holds the lock (only when ``wait`` is false).
+    """
+    lock_file = Path(lock_file)
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SCPError(
+                f"{what} is being written by another process (it holds {lock_file}); wait for it to finish"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
