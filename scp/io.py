@@ -142,8 +142,9 @@ def _depth_exceeds(text: str, limit: int) -> bool:
     return False
 
 
-def parse_json(text: str | bytes, what: str, expect: type | tuple[type, ...] | None = None,
-               max_depth: int = MAX_JSON_DEPTH) -> Any:
+def parse_json(
+    text: str | bytes, what: str, expect: type | tuple[type, ...] | None = None, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
     """``text`` parsed as JSON, refused with one line naming ``what`` when it is not valid UTF-8 JSON, nests deeper
     than ``max_depth`` or (with ``expect``) its top level is not of that type.
 
@@ -165,13 +166,18 @@ def parse_json(text: str | bytes, what: str, expect: type | tuple[type, ...] | N
         names = " or ".join(t.__name__ for t in (expect if isinstance(expect, tuple) else (expect,)))
         kinds = {"dict": "an object", "list": "a list", "str": "a string", "int": "an integer", "float": "a number"}
         wanted = " or ".join(kinds.get(n, n) for n in names.split(" or "))
-        raise DataFormatError(f"{what} holds {kinds.get(type(obj).__name__, type(obj).__name__)} where {wanted} "
-                              "is expected")
+        raise DataFormatError(
+            f"{what} holds {kinds.get(type(obj).__name__, type(obj).__name__)} where {wanted} is expected"
+        )
     return obj
 
 
-def read_json(path: str | os.PathLike, what: str | None = None, expect: type | tuple[type, ...] | None = dict,
-              max_depth: int = MAX_JSON_DEPTH) -> Any:
+def read_json(
+    path: str | os.PathLike,
+    what: str | None = None,
+    expect: type | tuple[type, ...] | None = dict,
+    max_depth: int = MAX_JSON_DEPTH,
+) -> Any:
     """The JSON document in the regular file ``path`` (:func:`parse_json`: bounded depth, top-level type
     ``expect``, by default an object); ``what`` names it in errors (default: the path).
 
