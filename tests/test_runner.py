@@ -135,7 +135,9 @@ out_dir = None  # set by the runner"""
 
 
 @pytest.fixture
-def typed(project):
+def typed(project, monkeypatch):
+    monkeypatch.setitem(runner.NULL_DEFAULT_TYPES, "anything", "list")
+    monkeypatch.setitem(runner.NULL_DEFAULT_TYPES, "fn", "int")
     write_notebook(project / "notebooks" / "02_typed.ipynb", TYPED)
     (project / "params" / "02_typed.yaml").write_text(
         "n: 10\nrate: 0.5\nflag: false\nname: x\nseeds: [0, 1]\nratios: [0.1, 1]\nnames: [a, b]\nmixed: [1, a]\n"

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ import yaml
 from scp.errors import DataFormatError, InputError, MissingFileError, SCPError
 from scp.io import file_above
 from scp.paths import NOTEBOOKS, PARAMS, ROOT, RUNS
+from scp.suite.cli_args import DESCRIPTION, add_subparser, configure
 
 RUNNER_KEYS = ("out_dir",)
 """Parameters the runner sets itself; they may not appear in parameter files or ``-p``."""
@@ -160,7 +162,18 @@ def notebook_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str,
     return out
 
 
-_ANY = object()  # a default that is no literal: any value fits
+_ANY = object()  # a default that is no literal: its type must be declared (NULL_DEFAULT_TYPES)
+
+NULL_DEFAULT_TYPES = {
+    "max_train_examples": "int",
+    "max_val_examples": "int",
+    "max_test_examples": "int",
+    "variants": "list[str]",
+}
+"""The type of each parameter whose default in a ``parameters`` cell is ``None`` (or no literal), by name, in every
+notebook: ``bool``, ``int``, ``float``, ``str``, ``list``, ``dict`` or ``list[bool|int|float|str]``; such a
+parameter takes null or a value of that type, and one not named here takes only null.  Declared here rather than
+in the notebooks, whose code cells are their digest (changing them would make their results stale)."""
 
 
 def _literal_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str, Any]:
@@ -196,8 +209,16 @@ def _literal_defaults(name: str, notebooks_dir: Path | None = None) -> dict[str,
     return out
 
 
+def _prototype(declared: str) -> Any:
+    """A default of the declared type (``"list[int]"`` → ``[0]``), so a value is checked as against a literal."""
+    kind, _, element = declared.partition("[")
+    blank = {"bool": False, "int": 0, "float": 0.0, "str": "", "list": [], "dict": {}}
+    return [blank[element.rstrip("]")]] if element else blank[kind]
+
+
 def _kind(value: Any) -> str | None:
-    """The kind of a default that a value must match: bool, int, float, str, list, dict, or None (anything)."""
+    """The kind of a default that a value must match: bool, int, float, str, list or dict (None: no literal, or a
+    ``None`` default, whose type the parameter file declares)."""
     if value is None or value is _ANY:
         return None
     for kind, types in (
@@ -231,12 +252,46 @@ _WORDS = {
 }
 _PLURAL = {"bool": "true/false values", "int": "integers", "float": "numbers", "str": "strings"}
 _SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # 1e-3: YAML 1.1 reads it as a string
+_PLAIN_WORDS = "numbers, text, true/false, null, and lists and mappings (with text keys) of them"
+
+
+def _not_plain(value: Any, depth: int = 0) -> str | None:
+    """What in ``value`` is no plain JSON-like value (None, bool, int, float, str, and lists and str-keyed dicts
+    of them, nested at most 64 deep), or None when it all is.  Exact types only: a subclass may print as code."""
+    from scp.io import MAX_JSON_DEPTH
+
+    if depth > MAX_JSON_DEPTH:
+        return f"a value nested deeper than {MAX_JSON_DEPTH} levels"
+    if value is None or type(value) in (bool, int, float, str):
+        return None
+    if type(value) in (list, tuple):
+        return next((bad for v in value if (bad := _not_plain(v, depth + 1))), None)
+    if type(value) is dict:
+        keys = next((f"a {type(k).__name__} key {_short(k)}" for k in value if type(k) is not str), None)
+        return keys or next((bad for v in value.values() if (bad := _not_plain(v, depth + 1))), None)
+    return f"a {type(value).__name__} ({_short(value)})"
+
+
+def python_literal(value: Any) -> str:
+    """``value`` (plain: :func:`_not_plain`) as Python source that evaluates to it and does nothing else: ``repr``
+    of exact ``str``/``int``/``float``/``bool``/``None``, and brackets around those; anything else raises
+    :class:`ParameterError`.  This writes the cell that papermill injects, so no parameter can become code."""
+    bad = _not_plain(value)
+    if bad is not None:
+        raise ParameterError(f"a parameter value must be {_PLAIN_WORDS}; got {bad}")
+    if type(value) is float and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if value is None or type(value) in (bool, int, float, str):
+        return repr(value)
+    if type(value) is dict:
+        return "{" + ", ".join(f"{k!r}: {python_literal(v)}" for k, v in value.items()) + "}"
+    return "[" + ", ".join(python_literal(v) for v in value) + "]"
 
 
 def _fit(value: Any, kind: str | None) -> tuple[bool, Any]:
     """Whether ``value`` fits a default of ``kind``, and the value to use (``"1e-3"`` → 0.001 for a number)."""
     if kind is None:
-        return True, value
+        return False, value
     if kind == "float" and isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
         return True, float(value)
     if kind == "bool":
@@ -251,7 +306,7 @@ def _fit(value: Any, kind: str | None) -> tuple[bool, Any]:
         return isinstance(value, (list, tuple)), value
     if kind == "dict":
         return isinstance(value, dict), value
-    return True, value  # a literal of another kind (a set, bytes, a complex number): not checked
+    return False, value  # a literal of another kind (a set, bytes, a complex number): no parameter value
 
 
 def _short(value: Any) -> str:
@@ -259,26 +314,41 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _checked(name: str, where: str, key: str, value: Any, default: Any) -> Any:
-    """``value`` if it fits the type of ``default`` (see the module docstring), else :class:`ParameterError`
-    naming the notebook, the key, the expected type and the value."""
+def _checked(name: str, where: str, key: str, value: Any, default: Any, declared: str | None = None) -> Any:
+    """``value`` if it is plain data (:func:`_not_plain`) and fits the type of ``default`` (for a ``None``
+    default: the ``declared`` type; entries of a mapping default: each its own default's type), else
+    :class:`ParameterError` naming the notebook, the key, the expected type and the value."""
+    bad = _not_plain(value)
+    if bad is not None:
+        raise ParameterError(f"{where}: parameter {key} of notebook {name} takes {_PLAIN_WORDS}; got {bad}")
+    described = f"its default is {_short(default)}"
+    if default is None or default is _ANY:
+        if value is None:
+            return None
+        if declared is None:
+            raise ParameterError(
+                f"{where}: parameter {key} of notebook {name} has the default None and no declared type "
+                f"(scp.suite.runner.NULL_DEFAULT_TYPES), so it takes only null; got {_short(value)}"
+            )
+        default, described = _prototype(declared), f"its default is None, declared {declared}"
     kind = _kind(default)
     ok, value = _fit(value, kind)
     expected = _WORDS.get(kind or "", kind)
-    if ok and kind == "list" and value and default:
-        element = _element_kind(default)
+    element = _element_kind(default) if ok and kind == "list" and value and default else None
+    if element is not None:
         fitted = [_fit(v, element) for v in value]
-        bad = next((v for (fits, _), v in zip(fitted, value) if not fits), _ANY)
-        if bad is not _ANY:
-            ok, expected = False, f"a list of {_PLURAL[element]}"
-        else:
+        if all(fits for fits, _ in fitted):
             value = type(value)(v for _, v in fitted)
+        else:
+            ok, expected = False, f"a list of {_PLURAL[element]}"
+    if ok and kind == "dict":
+        return {k: _checked(name, where, f"{key}.{k}", v, default[k]) if k in default else v for k, v in value.items()}
     if ok:
         return value
     hint = " (quote it to pass text)" if kind == "str" and where == "-p" else ""
     raise ParameterError(
-        f"{where}: parameter {key} of notebook {name} expects {expected} (its default is "
-        f"{_short(default)}); got {_short(value)} ({type(value).__name__}){hint}"
+        f"{where}: parameter {key} of notebook {name} expects {expected} ({described}); "
+        f"got {_short(value)} ({type(value).__name__}){hint}"
     )
 
 
@@ -315,14 +385,52 @@ def order(names: Iterable[str], depends: Mapping[str, Sequence[str]] | None = No
 # ----------------------------------------------------------------------------------------- parameters
 
 
+class _ValueLoader(yaml.SafeLoader):
+    """YAML read as plain values only (what JSON holds): no binary, dates, sets, ordered pairs or other tags, no
+    aliases (``*name``, which can make a small text a huge value), at most 64 levels deep."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        from scp.io import MAX_JSON_DEPTH
+
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "an alias (*name) is no value here; write it out", mark)
+        self.depth += 1
+        try:
+            if self.depth > MAX_JSON_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_JSON_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> None:
+    kind = node.tag.rpartition(":")[2]
+    raise yaml.constructor.ConstructorError(
+        None, None, f"a {kind} is no parameter value ({_PLAIN_WORDS}; quote it to pass text)", node.start_mark
+    )
+
+
+for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
+    _ValueLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
+
+
+def _yaml_values(text: str) -> Any:
+    """``text`` read as YAML by :class:`_ValueLoader`: plain values only."""
+    return yaml.load(text, Loader=_ValueLoader)  # noqa: S506 - a SafeLoader that refuses even more
+
+
 def read_sections(path: Path, name: str) -> dict[str, dict]:
     """``{"full", "smoke", "suite"}`` of a parameter file: the full-run values, the smoke overrides and the
-    declared inputs (:mod:`scp.suite.graph`); a missing, unreadable or malformed file raises an
-    :class:`~scp.errors.SCPError` naming it."""
+    declared inputs (:mod:`scp.suite.graph`); a missing, unreadable or malformed file (or one holding other than
+    plain values, :class:`_ValueLoader`) raises an :class:`~scp.errors.SCPError` naming it."""
     if not path.is_file():
         raise MissingFileError(f"no parameter file {_show(path)} for notebook {name!r}")
     try:
-        params = yaml.safe_load(path.read_text(encoding="utf-8"))
+        params = _yaml_values(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise ParameterError(f"{_show(path)}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except yaml.YAMLError as exc:
@@ -360,18 +468,20 @@ def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) 
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
-    """``["key=value", …]`` → ``{key: value}``, each value read as a YAML scalar or flow list (``3``, ``0.5``,
-    ``true``, ``null``, ``[0, 1]``, ``hotpotqa``)."""
+    """``["key=value", …]`` → ``{key: value}``, each value read as a plain YAML value (:class:`_ValueLoader`: a
+    scalar, flow list or mapping: ``3``, ``0.5``, ``true``, ``null``, ``[0, 1]``, ``{epochs: 1}``, ``hotpotqa``;
+    no tags, dates, sets or binary)."""
     out = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not re.fullmatch(r"[A-Za-z_]\w*", key):
-            raise ParameterError(f"-p expects key=value with a parameter name as key; got {pair!r}")
+            raise ParameterError(f"-p expects key=value with a parameter name as key; got {_short(pair)}")
         try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else None
+            out[key] = _yaml_values(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
-            raise ParameterError(f"-p {key}: cannot read {raw!r} as a YAML value ({exc.problem})") from exc
+            problem = getattr(exc, "problem", None) or str(exc).strip().splitlines()[0]
+            raise ParameterError(f"-p {key}: cannot read {_short(raw)} as a value ({problem})") from None
     return out
 
 
@@ -384,8 +494,9 @@ def resolve_params(
 ) -> dict[str, Any]:
     """The parameters of one run: ``params/NAME.yaml`` (with ``smoke:`` applied for a smoke run), then ``overrides``.
 
-    Every value (of the file, both sections, and ``overrides``) is checked against the type of its default in the
-    notebook's ``parameters`` cell (see the module docstring); nothing is executed.
+    Every value (of the file, both sections, and ``overrides``) must be plain data and is checked against the type
+    of its default in the notebook's ``parameters`` cell, or for a ``None`` default the type
+    :data:`NULL_DEFAULT_TYPES` declares (see the module docstring); nothing is executed.
 
     Raises:
         ParameterError: a key in the file, its smoke section or ``overrides`` that the notebook's ``parameters``
@@ -414,7 +525,8 @@ def resolve_params(
             )
     defaults = _literal_defaults(name, notebooks_dir)
     full, smoke_values, given = (
-        {k: _checked(name, where, k, v, defaults.get(k, _ANY)) for k, v in values.items()} for where, values in sections
+        {k: _checked(name, where, k, v, defaults.get(k, _ANY), NULL_DEFAULT_TYPES.get(k)) for k, v in values.items()}
+        for where, values in sections
     )
     return {**full, **(smoke_values if smoke else {}), **given}
 
@@ -480,6 +592,25 @@ def _kernel_manager_class(cwd: Path, env: Mapping[str, str]):
     return IPCKernelManager
 
 
+def _plain_translator() -> str:
+    """Register (once) and name the papermill translator that writes the injected parameters cell: one
+    ``name = literal`` line per parameter, each literal written by :func:`python_literal`, so a value can only be
+    a value (papermill's own translator writes a ``bytes`` or other odd value as unescaped text)."""
+    from papermill.translators import PythonTranslator, papermill_translators
+
+    class PlainValues(PythonTranslator):
+        @classmethod
+        def codify(cls, parameters: Mapping[str, Any], comment: str = "Parameters") -> str:
+            bad = [k for k in parameters if not re.fullmatch(r"[A-Za-z_]\w*", str(k))]
+            if bad:
+                raise ParameterError(f"parameter names must be identifiers, not {_short(bad)}")
+            return f"# {comment}\n" + "".join(f"{k} = {python_literal(v)}\n" for k, v in parameters.items())
+
+    language = "scp-plain-python"
+    papermill_translators.register(language, PlainValues)
+    return language
+
+
 def run_notebook(
     name: str,
     smoke: bool = False,
@@ -535,6 +666,7 @@ def run_notebook(
             str(executed.resolve()),
             parameters={**values, "out_dir": str(out)},
             kernel_name="python3",
+            language=_plain_translator(),
             progress_bar=False,
             log_output=log_output,
             kernel_manager_class=_kernel_manager_class(source.parent.resolve(), {RUNS_DIR_ENV: str(runs_dir)}),
@@ -849,62 +981,6 @@ def run(
 # --------------------------------------------------------------------------------------------------- CLI
 
 
-def _configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    parser.add_argument("names", nargs="*", metavar="NAME", help="notebook names (file stems under notebooks/), or all")
-    parser.add_argument("--all", action="store_true", help="run every notebook (same as the name all)")
-    parser.add_argument(
-        "--smoke", action="store_true", help="tiny parameters (the smoke: section) and a temporary output folder"
-    )
-    parser.add_argument(
-        "-p",
-        "--param",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a parameter (value read as YAML); repeatable",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="write figures/ and results/ here instead (default: the repository, or a temporary folder with --smoke)",
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="rerun notebooks whose inputs equal those their provenance records"
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="rerun into runs/check/ and compare every table with the committed one (the notebook's tolerance)",
-    )
-    parser.add_argument(
-        "-j", "--jobs", type=int, default=1, metavar="N", help="run up to N independent notebooks side by side"
-    )
-    parser.add_argument(
-        "--allow-dirty",
-        action="store_true",
-        help="write committed results from a tree with uncommitted changes (the provenance says dirty: true)",
-    )
-    parser.add_argument(
-        "--status", action="store_true", help="say which notebooks are stale, and why, without running any"
-    )
-    parser.set_defaults(func=_cli, runner_prog=parser.prog)
-    return parser
-
-
-def add_subparser(subparsers) -> argparse.ArgumentParser:
-    """Add ``run`` (this runner) to an ``argparse`` sub-command set: ``scp run NAME… | all [--smoke] [-p k=v]``.
-
-    Its handler is stored as ``func`` and returns the exit status: ``args.func(args)``.
-    """
-    return _configure(
-        subparsers.add_parser(
-            "run", help="execute notebooks with their parameter files (papermill)", description=__doc__.splitlines()[0]
-        )
-    )
-
-
 def _cli(args: argparse.Namespace) -> int:
     """Run the named notebooks: 0 when all ran, 1 when one failed (its message on stderr).  Bad input raises an
     :class:`~scp.errors.SCPError` (the caller prints one line and exits with status 2) before any kernel starts."""
@@ -951,10 +1027,10 @@ def _cli(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m scp.suite.runner NAME… | all [--smoke] [-p key=value …] [--out DIR]``; returns the exit status
     (2 and one line for bad input, as ``scp run``)."""
-    parser = _configure(argparse.ArgumentParser(prog="python -m scp.suite.runner", description=__doc__.splitlines()[0]))
+    parser = configure(argparse.ArgumentParser(prog="python -m scp.suite.runner", description=DESCRIPTION))
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        return _cli(args)
     except (SCPError, OSError) as exc:
         print(f"{parser.prog}: error: {' '.join(str(exc).split()) or type(exc).__name__}", file=sys.stderr)
         return 2
