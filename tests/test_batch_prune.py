@@ -121,7 +121,7 @@ def test_top_k_and_token_budget_keep_what_they_say_with_the_same_scores(tmp_path
 
 
 BAD = [
-    ("not json {", "not JSON"),
+    ("not json {", "the record is not valid JSON"),
     ("[1, 2]", "a record must be a JSON object, not list"),
     ({"sentences": ["A b c."]}, "missing 'question' (or 'query')"),
     ({"question": " ", "sentences": ["A b c."]}, "the question must be a non-empty string"),
@@ -156,7 +156,7 @@ def test_skip_bad_writes_error_records_and_the_cli_exits_2_otherwise(tmp_path, p
     out = read_jsonl(tmp_path / "out.jsonl")
     assert (summary.total, summary.written, summary.errors) == (4, 4, 2)
     assert out[1] == {"id": 2, "error": "line 2: missing 'question' (or 'query')"}
-    assert out[2]["id"] == 4 and out[2]["error"].startswith("line 4: not JSON")  # the blank line 3 is skipped
+    assert out[2]["id"] == 4 and out[2]["error"].startswith("line 4: the record is not valid JSON")  # the blank line 3 is skipped
     assert len(out[0]["kept_indices"]) == 1 and out[3]["id"] == "g" and out[3]["scores"] == out[0]["scores"]
     # the command line: one line on stderr, exit code 2, nothing written
     monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
@@ -313,18 +313,20 @@ def test_ray_worker_prunes_the_scanned_chunks_as_the_local_run_does(tmp_path, pr
     offsets = [0]
     for line in src.read_bytes().splitlines(keepends=True):
         offsets.append(offsets[-1] + len(line))
-    scan = batch._scan(src, skip_bad=True, max_units=1000)
+    scan = batch._scan(src, skip_bad=True, max_units=1000, beat=batch._Heartbeat(False))
     assert len(scan.records) == 7 and scan.records[4].key == batch.id_key(records[3]["id"])
     chunks = batch._chunks(scan, [1, 2, 3, 5, 6], chunk_records=2)  # lines 1 and 5 done
     assert chunks == [(offsets[1], 2, 2), (offsets[3], 4, 1), (offsets[5], 6, 2)]
     worker = batch.RayPruneWorker(str(CHECKPOINT), str(src), {"keep_ratio": 0.5}, M, 0, str(cache), False, 1)
-    lines, errors = [], []
+    lines, errors, digests = [], [], []
     for offset, first, count in chunks:
         out = worker({"offset": np.array([offset]), "first": np.array([first]), "count": np.array([count])})
         lines += list(out["line"])
         errors += list(out["error"])
+        digests += list(out["digest"])  # what the driver checks against the scan (an input rewritten since)
     expected = local.read_text().splitlines()
     assert lines == [expected[i] for i in (1, 2, 3, 5, 6)]
+    assert digests == [scan.records[i].digest for i in (1, 2, 3, 5, 6)]
     assert errors == ["", "", "line 4: no context: give 'sentences' (a list of strings) or 'text' (a string)", "", ""]
 
 
@@ -378,7 +380,7 @@ def test_a_file_scp_prune_did_not_write_is_an_error_and_stays_byte_identical(tmp
         f.write(b'{"id": 2, "kept_')
     before, settings = ours.read_bytes(), (tmp_path / "ours.jsonl.settings.json").read_bytes()
     write_jsonl(src, records[:2] + ["not json {"])
-    with pytest.raises(DataFormatError, match="in.jsonl line 3: not JSON"):
+    with pytest.raises(DataFormatError, match="in.jsonl line 3: the record is not valid JSON"):
         batch.prune_jsonl(src, ours, pruner=pruner, top_k=1, progress=False)
     assert ours.read_bytes() == before and (tmp_path / "ours.jsonl.settings.json").read_bytes() == settings
     write_jsonl(src, records[:2])

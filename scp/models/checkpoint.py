@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from scp.errors import InputError, SCPError, warn_user
-from scp.io import atomic_open
+from scp.io import atomic_open, read_json
 from scp.lineage import note_read, note_write
 
 __all__ = [
@@ -321,6 +321,24 @@ def _load_safetensors(blob: bytes, path: Path, fmt: str | None) -> dict:
     return _verify_content(payload, path, fmt)
 
 
+def _check_card(path: Path, blob: bytes) -> None:
+    """A shipped model (``models/NAME.safetensors`` with its card ``NAME.json`` beside it, naming it) must still be
+    the file its card describes: a file swapped or edited after ``scp ship`` is a :class:`CheckpointError`."""
+    card_path = path.with_suffix(".json")
+    if path.suffix != SUFFIX or not card_path.is_file():
+        return
+    card = read_json(card_path, f"model card {card_path}")
+    if card.get("model") != path.name:  # a JSON file of another kind beside it
+        return
+    actual = hashlib.sha256(blob).hexdigest()
+    if card.get("sha256") != actual:
+        raise CheckpointError(
+            f"{path} is not the model its card {card_path} describes (the card records sha256 {card.get('sha256')}, "
+            f"the file has {actual}): the file was changed after shipping; restore it (git checkout -- {path}), "
+            "or ship the run you mean with `scp ship`"
+        )
+
+
 def _looks_like_legacy(head: bytes) -> bool:
     """A ``torch.save`` file: a zip archive (torch >= 1.6) or a bare pickle stream (protocol 2-5, older torch)."""
     return head[:4] == b"PK\x03\x04" or (len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5)
@@ -365,7 +383,8 @@ def _load_legacy(path: Path, fmt: str | None, warn: bool) -> dict:
 def load(path: str | os.PathLike, fmt: str | None = None, *, warn_legacy: bool = True) -> dict:
     """The verified payload of checkpoint ``path`` (``fmt``: the ``format`` entry it must carry).
 
-    A safetensors file is verified from its bytes before any tensor is built.  A file in the legacy pickle format
+    A safetensors file is verified from its bytes before any tensor is built, and, when its card lies beside it (a
+    model shipped into ``models/``), against the sha256 the card records.  A file in the legacy pickle format
     (not named ``.safetensors``) is read with ``torch.load(weights_only=True)`` and a
     :class:`LegacyCheckpointWarning` (``warn_legacy=False``: none).  Any other file (a JSONL or text file, random
     bytes: neither a safetensors header nor torch's zip or pickle magic) is refused before ``torch.load`` sees it.
@@ -383,7 +402,9 @@ def load(path: str | os.PathLike, fmt: str | None = None, *, warn_legacy: bool =
         head = f.read(9)
         if _looks_like_safetensors(head, size):
             f.seek(0)
-            return _load_safetensors(f.read(), path, fmt)
+            blob = f.read()
+            _check_card(path, blob)
+            return _load_safetensors(blob, path, fmt)
     if path.suffix == SUFFIX:
         pickled = head[:2] == b"PK" or head[:1] == b"\x80"  # a torch zip archive or a bare pickle stream
         kind = "a zip or pickle file (such as a renamed .pt)" if pickled else "not a safetensors file"

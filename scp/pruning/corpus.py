@@ -52,8 +52,9 @@ import hashlib
 import json
 import logging
 import os
-import re
 import stat
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -68,7 +69,7 @@ from tqdm.auto import tqdm
 from scp.core.selection import check_criterion
 from scp.data.text import is_blank, split_sentences
 from scp.errors import DataFormatError, InputError, MissingFileError, SCPError
-from scp.io import atomic_open, file_above
+from scp.io import atomic_open, check_output_path, is_stream, parse_json, read_json
 from scp.pruning.pruner import MAX_UNITS
 from scp.pruning.result import PruneResult
 
@@ -189,13 +190,12 @@ def _fields(obj: Any, max_units: int) -> tuple[str, str | tuple[str, ...], tuple
 
 
 def parse_line(text: str | bytes, line: int, max_units: int = MAX_UNITS) -> Record:
-    """The record on input line ``line`` (1-based); never raises: a bad record carries ``error``."""
+    """The record on input line ``line`` (1-based); never raises: a bad record (not UTF-8 JSON, nested deeper than
+    :data:`scp.io.MAX_JSON_DEPTH`, missing fields …) carries ``error``."""
     try:
-        obj = json.loads(text.decode("utf-8") if isinstance(text, bytes) else text)
-    except UnicodeDecodeError as error:
-        return Record(line, line, error=f"not UTF-8 text (byte {error.start + 1})")
-    except json.JSONDecodeError as error:
-        return Record(line, line, error=f"not JSON ({error.msg} at column {error.colno})")
+        obj = parse_json(text, "the record")
+    except DataFormatError as error:
+        return Record(line, line, error=str(error))
     rid = obj.get("id", line) if isinstance(obj, dict) else line
     if isinstance(rid, bool) or not isinstance(rid, (str, int)):
         return Record(line, line, error=f"'id' must be a string or an integer, not {rid!r}")
@@ -296,7 +296,55 @@ class _Scan:
         return {"path": str(self.path.resolve()), "size": self.size, "sha256": self.sha256}
 
 
-def _scan(path: Path, skip_bad: bool, max_units: int) -> _Scan:
+#: A record that takes longer than this to check or prune gets a line on stderr, and another every as many seconds.
+HEARTBEAT_SECONDS = 5.0
+
+
+class _Heartbeat:
+    """While one step of a run (a record being checked or pruned) lasts longer than :data:`HEARTBEAT_SECONDS`,
+    a line on stderr every :data:`HEARTBEAT_SECONDS` saying which record and for how long (printed around a
+    progress bar).  :meth:`step` is one assignment, cheap enough for every line of a large input."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.every = enabled, HEARTBEAT_SECONDS
+        self.current: tuple[str, int, Any, float] | None = None  # (doing, line, id, since), replaced whole
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def step(self, doing: str, line: int, rid: Any) -> None:
+        """From now on the run is ``doing`` (``"checked"``, ``"pruned"``) the record on ``line``."""
+        self.current = (doing, line, rid, time.monotonic())
+
+    def idle(self) -> None:
+        """No record is being worked on (the model loads, the output is finished)."""
+        self.current = None
+
+    def _beat(self) -> None:
+        said = None
+        while not self.stop.wait(min(self.every, 1.0) / 4):
+            current = self.current
+            if current is None:
+                continue
+            doing, line, rid, since = current
+            seconds = time.monotonic() - since
+            if seconds >= self.every and (said is None or said[0] is not current or seconds - said[1] >= self.every):
+                what = f"line {line}" if rid is None else f"line {line} (id {rid!r})"
+                tqdm.write(f"scp prune: {what} has been {doing} for {seconds:.0f}s", file=sys.stderr)
+                said = (current, seconds)
+
+    def __enter__(self) -> _Heartbeat:
+        if self.enabled:
+            self.thread = threading.Thread(target=self._beat, name="scp-prune-heartbeat", daemon=True)
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+
+
+def _scan(path: Path, skip_bad: bool, max_units: int, beat: _Heartbeat) -> _Scan:
     """Check every record (the first bad one raises unless ``skip_bad``; a repeated id always does), and note
     each record's line, byte offset, id and content hash, and the whole file's size and sha256."""
     scan, sha, offset = _Scan(path), hashlib.sha256(), 0
@@ -304,6 +352,7 @@ def _scan(path: Path, skip_bad: bool, max_units: int) -> _Scan:
         for line, raw in enumerate(f, 1):
             sha.update(raw)
             if raw.strip():
+                beat.step("checked", line, None)
                 record = parse_line(raw, line, max_units)
                 key = id_key(record.id)
                 if key in scan.index:
@@ -320,6 +369,7 @@ def _scan(path: Path, skip_bad: bool, max_units: int) -> _Scan:
                 scan.index[key] = len(scan.records)
                 scan.records.append(_Entry(line, offset, record.id, key, _digest(raw), record.error))
             offset += len(raw)
+    beat.idle()
     scan.size, scan.sha256 = offset, sha.hexdigest()
     return scan
 
@@ -339,7 +389,6 @@ def _chunks(scan: _Scan, pending: list[int], chunk_records: int) -> list[tuple[i
     return chunks
 
 
-_STD_STREAM = re.compile(r"/dev/(stdout|stderr|fd/\d+)|/proc/(self|\d+)/fd/\d+")
 _RECORD_KEYS = (
     "id",
     "kept_indices",
@@ -354,24 +403,11 @@ _RUN_KEYS = ("weights", "embedder", "estimator", "n_permutations", "antithetic",
 _LEAVE = "scp prune leaves it as it is: give another output, or delete it to start over"
 
 
-def is_stream(path) -> bool:
-    """Whether ``path`` is written as a stream (no resume, lock or settings file, never read): ``/dev/stdout``,
-    ``/dev/stderr``, ``/dev/fd/N``, or anything that exists and is neither a regular file nor a folder (a named
-    pipe, a character device such as ``/dev/null``, a socket)."""
-    if _STD_STREAM.fullmatch(os.path.abspath(path)):
-        return True
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-
-
 def _output_line(raw: bytes) -> tuple[str | int, bool] | None:
     """(id, is an error record) of a complete output line, or None if scp prune would not have written it."""
     try:
-        obj = json.loads(raw)
-    except ValueError:
+        obj = parse_json(raw, "an output line")
+    except DataFormatError:
         return None
     if not isinstance(obj, dict) or tuple(obj) not in (_RECORD_KEYS, ("id", "error")):
         return None
@@ -379,6 +415,12 @@ def _output_line(raw: bytes) -> tuple[str | int, bool] | None:
     if isinstance(rid, bool) or not isinstance(rid, (str, int)):
         return None
     return rid, "error" in obj
+
+
+def _checksum(settings: dict) -> str:
+    """sha256 of a settings file's entries other than ``checksum`` (canonical JSON): edits show."""
+    body = {k: v for k, v in settings.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 @contextmanager
@@ -454,20 +496,24 @@ class _Output:
                 f"{self.settings_path.name} beside it); {_LEAVE}"
             )
         try:
-            stored = json.loads(self.settings_path.read_bytes())
-            ok = (
-                isinstance(stored, dict)
-                and all(k in stored for k in _RUN_KEYS + ("input", "records"))
-                and isinstance(stored["input"], dict)
-                and {"path", "size", "sha256"} <= stored["input"].keys()
-            )
-        except (OSError, ValueError, TypeError):
-            ok = False
-        if not ok:
+            stored = read_json(self.settings_path, f"the settings file {self.settings_path}")
+        except DataFormatError as error:
             raise SCPError(
-                f"{self.settings_path} is not a settings file this version of scp prune writes "
-                f"(unreadable, or from an older version that did not record the input), so {self.path} "
-                f"cannot be resumed safely; {_LEAVE}"
+                f"{error}: it is damaged (truncated or edited), so {self.path} cannot be resumed safely; {_LEAVE}"
+            ) from None
+        if not (
+            all(k in stored for k in _RUN_KEYS + ("input", "records", "checksum"))
+            and isinstance(stored["input"], dict)
+            and {"path", "size", "sha256"} <= stored["input"].keys()
+        ):
+            raise SCPError(
+                f"{self.settings_path} is not a settings file this version of scp prune writes (it lacks "
+                f"entries: from an older version, or edited), so {self.path} cannot be resumed safely; {_LEAVE}"
+            )
+        if stored["checksum"] != _checksum(stored):
+            raise SCPError(
+                f"the settings file {self.settings_path} is damaged: its content does not match the checksum "
+                f"written with it (edited or corrupted since), so {self.path} cannot be resumed safely; {_LEAVE}"
             )
         self.stored, seen, offset = stored, set(), 0
         for number, raw in enumerate(self.old, 1):
@@ -553,6 +599,7 @@ class _Output:
             "input": self.scan.identity(),
             "records": [[entry.id, entry.digest] for entry in self.scan.records],
         }
+        self.new_settings["checksum"] = _checksum(self.new_settings)
         if self.lines:
             changed = {k: (self.stored.get(k), v) for k, v in settings.items() if self.stored.get(k) != v}
             if changed:
@@ -595,7 +642,8 @@ class _Output:
             if self.cut < self.size:
                 self.f.truncate(self.cut)
         else:  # rewrite beside it
-            self.f = os.fdopen(os.open(self.rewrite_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW  # a link put there is not followed
+            self.f = os.fdopen(os.open(self.rewrite_path, flags, 0o600), "wb")
 
     def _copy_kept(self, before: int | None = None) -> None:
         while self.queue and (before is None or self.queue[0][0] < before):
@@ -663,6 +711,17 @@ class _Output:
 # ------------------------------------------------------------------------------------------ settings
 
 
+def _check_unchanged(src: Path, entry: _Entry, digest: str, written: int, dst: Path) -> None:
+    """Refuse a record whose line (its content hash ``digest``) is not what the validation scan read: the input
+    was rewritten since, and its output would not be what the settings file describes."""
+    if digest != entry.digest:
+        raise DataFormatError(
+            f"{src} changed while it was being pruned: line {entry.line} is not what the check before pruning "
+            f"read ({written} records written before it to {dst}, all from the content checked); rerun to "
+            "resume with the file as it is now"
+        )
+
+
 def _criterion(
     keep_ratio: float | None, top_k: int | None, token_budget: int | None, n_permutations: int, seed: int
 ) -> dict:
@@ -696,27 +755,25 @@ def _settings(
 
 
 def _paths(input_path, output_path) -> tuple[Path, Path, bool]:
-    """(input, output, whether the output is a stream); a symbolic link to a file is followed (the file it
-    points to is the output)."""
+    """(input, output, whether the output is a stream), checked before any work
+    (:func:`scp.io.check_output_path`): the output and its settings file are regular files or new paths, or the
+    output is a stream; a symbolic link (dangling or not), a socket or a folder is refused."""
     src, dst = Path(input_path), Path(output_path)
     if not src.is_file():
         raise MissingFileError(f"input {src} is not a file" if src.exists() else f"input {src} does not exist")
+    check_output_path(dst, "output", stream=True)
     stream = is_stream(dst)
     if not stream:
-        if dst.is_dir():
-            raise IsADirectoryError(f"output {dst} is a directory; give the path of the JSONL file to write")
-        blocker = file_above(dst)
-        if blocker is not None:
-            raise InputError(f"output {dst}: its folder {blocker} is a file, so nothing can be written under it")
-        if dst.is_symlink():
-            dst = dst.resolve()
+        check_output_path(dst.with_name(dst.name + ".settings.json"), "the settings file of the output")
         if dst.exists() and dst.resolve() == src.resolve():
             raise InputError(f"the output {dst} is the input; write to another file")
     return src, dst, stream
 
 
-def _prepare(out: _Output, src: Path, skip_bad: bool, max_units: int, summary: BatchSummary) -> tuple[_Scan, list]:
-    scan = _scan(src, skip_bad, max_units)  # bad input: before any loading, and before the output is touched
+def _prepare(
+    out: _Output, src: Path, skip_bad: bool, max_units: int, summary: BatchSummary, beat: _Heartbeat
+) -> tuple[_Scan, list]:
+    scan = _scan(src, skip_bad, max_units, beat)  # bad input: before any loading, and before the output is touched
     pending = out.plan(scan)
     summary.total, summary.already_done, summary.retried = len(scan.records), out.kept, out.retried
     summary.dropped_partial_line = out.dropped_partial_line
@@ -739,13 +796,17 @@ def prune_jsonl(
     seed: int = 0,
     skip_bad: bool = False,
     progress: bool = True,
+    heartbeat: bool = True,
     max_records: int | None = None,
     cache_dir=None,
 ) -> BatchSummary:
     """Prune every record of ``input_path`` into ``output_path`` in this process (see the module docstring).
 
     Give ``checkpoint`` (loaded with ``n_permutations``, ``seed`` and ``cache_dir``) or a ready ``pruner`` (its
-    own M and seed are used).  ``max_records`` stops after that many new records (the rest is left for a rerun).
+    own M and seed are used).  ``progress``: a progress bar; ``heartbeat``: a line on stderr every
+    :data:`HEARTBEAT_SECONDS` while one record takes longer to check or prune.  ``max_records`` stops after
+    that many new records (the rest is left for a rerun).  A record rewritten in the input after the check
+    before pruning is an error: nothing of the new content is pruned.
     """
     criterion = _criterion(keep_ratio, top_k, token_budget, n_permutations, seed)
     if pruner is None and checkpoint is None:
@@ -754,8 +815,8 @@ def prune_jsonl(
     max_units = MAX_UNITS if pruner is None else pruner.max_units
     t0 = time.perf_counter()
     summary = BatchSummary(str(src), str(dst), streamed=stream)
-    with _Output(dst, stream) as out:
-        scan, pending = _prepare(out, src, skip_bad, max_units, summary)
+    with _Output(dst, stream) as out, _Heartbeat(heartbeat) as beat:
+        scan, pending = _prepare(out, src, skip_bad, max_units, summary, beat)
         if pruner is None:
             from scp.pruning.pruner import ShapleyPruner
 
@@ -782,7 +843,11 @@ def prune_jsonl(
                     break
                 entry = scan.records[pos]
                 f.seek(entry.offset)
-                output, error = prune_record(pruner, parse_line(f.readline(), entry.line, max_units), criterion)
+                raw = f.readline()
+                _check_unchanged(src, entry, _digest(raw), summary.written, dst)
+                beat.step("pruned", entry.line, entry.id)
+                output, error = prune_record(pruner, parse_line(raw, entry.line, max_units), criterion)
+                beat.idle()
                 if error is not None and not skip_bad:
                     raise DataFormatError(
                         f"{src} line {entry.line}: {error} ({summary.written} records written "
@@ -831,7 +896,8 @@ class RayPruneWorker:
         self.input_path, self.criterion = input_path, criterion
 
     def __call__(self, batch: dict) -> dict:
-        lines, errors = [], []
+        """The output line, error (or "") and content hash of every record the batch's chunks hold."""
+        lines, errors, digests = [], [], []
         with open(self.input_path, "rb") as f:
             for offset, first, count in zip(batch["offset"], batch["first"], batch["count"]):
                 f.seek(int(offset))
@@ -841,7 +907,12 @@ class RayPruneWorker:
                     )
                     lines.append(output)
                     errors.append("" if error is None else f"line {line}: {error}")
-        return {"line": np.array(lines, dtype=object), "error": np.array(errors, dtype=object)}
+                    digests.append(_digest(text))
+        return {
+            "line": np.array(lines, dtype=object),
+            "error": np.array(errors, dtype=object),
+            "digest": np.array(digests, dtype=object),
+        }
 
 
 def _import_ray():
@@ -882,6 +953,7 @@ def prune_jsonl_ray(
     seed: int = 0,
     skip_bad: bool = False,
     progress: bool = True,
+    heartbeat: bool = True,
     address: str | None = None,
     num_workers: int = 1,
     cpus_per_worker: int = 1,
@@ -898,7 +970,8 @@ def prune_jsonl_ray(
     local instance with ``num_workers · cpus_per_worker`` CPUs is started (and stopped at the end), unless Ray
     is already initialised in this process.  GPUs asked for but not there (torch sees none for a local
     instance; the cluster's resources hold fewer than ``num_workers · gpus_per_worker``) are an
-    :class:`~scp.errors.SCPError` before anything is pruned or written, as are too few CPUs.
+    :class:`~scp.errors.SCPError` before anything is pruned or written, as are too few CPUs.  ``heartbeat``:
+    a line on stderr every :data:`HEARTBEAT_SECONDS` while the driver waits longer for one record.
     """
     ray = _import_ray()
     for name, value in dict(num_workers=num_workers, cpus_per_worker=cpus_per_worker, batch_size=batch_size).items():
@@ -920,8 +993,8 @@ def prune_jsonl_ray(
     src, dst, stream = _paths(input_path, output_path)
     t0 = time.perf_counter()
     summary = BatchSummary(str(src), str(dst), streamed=stream)
-    with _Output(dst, stream) as out:
-        scan, pending = _prepare(out, src, skip_bad, MAX_UNITS, summary)
+    with _Output(dst, stream) as out, _Heartbeat(heartbeat) as beat:
+        scan, pending = _prepare(out, src, skip_bad, MAX_UNITS, summary, beat)
         from scp.models.factory import load_checkpoint
 
         model, _, ckpt = load_checkpoint(checkpoint)
@@ -968,8 +1041,14 @@ def prune_jsonl_ray(
                     num_gpus=gpus_per_worker or None,
                     fn_constructor_kwargs=kwargs,
                 )
+                rows = iter(ds.iter_rows())
                 with tqdm(total=len(pending), desc="scp prune (ray)", unit="record", disable=not progress) as bar:
-                    for pos, row in zip(pending, ds.iter_rows()):
+                    for pos in pending:
+                        entry = scan.records[pos]
+                        beat.step("pruned", entry.line, entry.id)
+                        row = next(rows)
+                        beat.idle()
+                        _check_unchanged(src, entry, row["digest"], summary.written, dst)
                         if row["error"] and not skip_bad:
                             raise DataFormatError(
                                 f"{src} {row['error']} ({summary.written} records written before "

@@ -3,21 +3,30 @@
 No notebook writes ``models/``: notebooks 03, 04, 05, 06, 08 and the benchmarks read the files there as committed
 inputs (declared in ``params/NAME.yaml``, :mod:`scp.suite.graph`), so a model changes only when someone runs
 ``scp ship RUN --as NAME --chosen-by "…"`` and commits the result.  :func:`ship` copies the run's
-``best.safetensors`` atomically to ``models/NAME.safetensors`` and writes ``models/NAME.json``, its card: the run
-that made it (folder name = :func:`scp.training.runs.run_name` of its config), the file's size and sha256, the
-weights fingerprint, the config, the validation AUC and epoch, why it was chosen, when, and the commit.
-:func:`card_of` reads a card back; :func:`write_card` writes one for a model already in ``models/``.
+``best.safetensors`` to ``models/NAME.safetensors`` and writes ``models/NAME.json``, its card: the run that made it
+(folder name = :func:`scp.training.runs.run_name` of its config), the file's size and sha256, the weights
+fingerprint, the config, the validation AUC and epoch, why it was chosen, when, and the commit.
+
+Nothing in ``models/`` changes until the copy is verified: the run's bytes are read once and checked as a
+checkpoint (outside ``models/``), then the model and its card are written beside their places and renamed into
+them one right after the other, so a failed ship leaves the committed model, its card and the folder as they
+were.  One ship per model name at a time (a lock ``models/.NAME.lock``, ignored by git).  Loading a model whose
+card lies beside it checks the card's sha256 (:mod:`scp.models.checkpoint`).  :func:`card_of` reads a card back;
+:func:`write_card` writes one for a model already in ``models/``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from scp.errors import InputError, MissingFileError
-from scp.io import atomic_open, write_json
+from scp.io import atomic_open_many, exclusive_lock, jsonable, read_json, write_json
 from scp.lineage import sha256
 from scp.paths import MODELS, ROOT
 
@@ -32,7 +41,8 @@ def _commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def _card(model: Path, run: str, chosen_by: str, shipped: str) -> dict[str, Any]:
+def _card(model: Path, name: str, run: str, chosen_by: str, shipped: str) -> dict[str, Any]:
+    """The card of the verified checkpoint file ``model``, shipped as ``name`` (its file name in ``models/``)."""
     from scp.models.config import TrainConfig
     from scp.models.factory import read_checkpoint
     from scp.training.runs import run_name
@@ -40,7 +50,7 @@ def _card(model: Path, run: str, chosen_by: str, shipped: str) -> dict[str, Any]
     ckpt = read_checkpoint(model, ("config", "weights_fingerprint", "val_metrics", "epoch", "n_params"))
     config = ckpt["config"]
     return {
-        "model": model.name,
+        "model": name,
         "run": run,
         "run_of_config": run_name(TrainConfig(**config)),
         "bytes": model.stat().st_size,
@@ -56,8 +66,12 @@ def _card(model: Path, run: str, chosen_by: str, shipped: str) -> dict[str, Any]
     }
 
 
+_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
 def ship(run: str | Path, name: str, chosen_by: str, models_dir: Path | None = None) -> Path:
-    """Copy ``run``'s ``best.safetensors`` to ``models/NAME.safetensors`` and write its card ``models/NAME.json``.
+    """Copy ``run``'s ``best.safetensors`` to ``models/NAME.safetensors`` and write its card ``models/NAME.json``,
+    both or neither (see the module docstring).
 
     Args:
         run: a trained run's folder (``runs/models/<run_name>``) or its ``best.safetensors``.
@@ -68,28 +82,36 @@ def ship(run: str | Path, name: str, chosen_by: str, models_dir: Path | None = N
 
     Returns:
         The path of the shipped model.
+
+    Raises:
+        CheckpointError: the run's file is not a sound checkpoint (nothing in ``models/`` changed).
+        SCPError: another ``scp ship`` of ``name`` is running.
     """
     source = Path(run)
     source = source / "best.safetensors" if source.is_dir() else source
     if not source.is_file():
         raise MissingFileError(f"no trained run at {run} (give runs/models/<run> or its best.safetensors)")
-    if not name or "/" in name or name.endswith(".safetensors"):
+    if not _STEM.fullmatch(name or "") or name.endswith(".safetensors"):
         raise InputError(f"--as takes a file stem such as scp-hotpotqa-best, not {name!r}")
     if not chosen_by.strip():
         raise InputError("say why this run is shipped (--chosen-by): the notebook and table that chose it")
-    target = Path(models_dir or MODELS) / f"{name}.safetensors"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(target, "wb") as f:
-        f.write(source.read_bytes())
-    shipped = datetime.now(UTC).isoformat(timespec="seconds")
-    write_json(_card(target, source.parent.name, chosen_by, shipped), target.with_suffix(".json"))
+    models = Path(models_dir or MODELS)
+    target = models / f"{name}.safetensors"
+    with exclusive_lock(models / f".{name}.lock", f"models/{name}"), tempfile.TemporaryDirectory() as private:
+        checked = Path(private) / "best.safetensors"  # the bytes shipped, verified where models/ does not see them
+        checked.write_bytes(source.read_bytes())
+        shipped = datetime.now(UTC).isoformat(timespec="seconds")
+        card = _card(checked, target.name, source.parent.name, chosen_by, shipped)
+        with atomic_open_many([target, target.with_suffix(".json")]) as (model_file, card_file):
+            model_file.write(checked.read_bytes())
+            card_file.write(json.dumps(card, indent=1, default=jsonable).encode())
     return target
 
 
 def write_card(model: str | Path, chosen_by: str, shipped: str) -> Path:
     """Write the card of a model already in ``models/`` (its run named by the config it carries)."""
     model = Path(model)
-    card = _card(model, run="", chosen_by=chosen_by, shipped=shipped)
+    card = _card(model, model.name, run="", chosen_by=chosen_by, shipped=shipped)
     card["run"] = card["run_of_config"]
     path = model.with_suffix(".json")
     write_json(card, path)
@@ -97,10 +119,9 @@ def write_card(model: str | Path, chosen_by: str, shipped: str) -> Path:
 
 
 def card_of(model: str | Path) -> dict[str, Any]:
-    """The card beside a model in ``models/`` (``models/NAME.json``)."""
-    import json
-
+    """The card beside a model in ``models/`` (``models/NAME.json``), read with a bounded depth
+    (:func:`scp.io.read_json`: a damaged card is one :class:`~scp.errors.DataFormatError`)."""
     path = Path(model).with_suffix(".json")
     if not path.is_file():
         raise MissingFileError(f"no model card {path}: models are shipped with `scp ship`, which writes one")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return read_json(path, f"model card {path}")
