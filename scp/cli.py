@@ -11,9 +11,22 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+import warnings
 from pathlib import Path
 
-from scp.errors import InputError
+from scp.errors import InputError, SCPError, format_warning
+from scp.pruning import methods
+from scp.suite.cli_args import add_subparser
+
+# The names the options offer, written out so that building the parser (``--help``, a usage error) imports no torch;
+# tests/test_cli_speed.py keeps each equal to the library's own: scp.core.adaptive.BOUNDS, scp.data.features.STRUCTURAL
+# and FEATURES, scp.models.config.MODELS and the names of its PRESETS, scp.models.value_net.QUERY_MODES.
+BOUNDS = ("bernstein", "hoeffding", "student")
+STRUCTURAL = ("pos_inv", "first", "para_bm25z", "para_cos_z", "title_q", "names_title", "title_named")
+FEATURES = ("cos", "bm25z", "cos_z", *STRUCTURAL)
+MODELS = ("deepsets", "convex", "pointwise", "context", "context-pointwise")
+PRESETS = ("paper", "best", "pointwise", "structure", "structure-pointwise")
+QUERY_MODES = ("member", "product", "concat", "product_concat")
 
 
 class Parser(argparse.ArgumentParser):
@@ -204,11 +217,8 @@ def _saved_on_interrupt(args) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from scp.core.adaptive import BOUNDS
-    from scp.data.features import FEATURES
-    from scp.models.config import MODELS, PRESETS
-    from scp.pruning import methods
-
+    """Every subcommand's options and handler (``func``); building it imports nothing heavy (no torch, numpy or
+    YAML), so ``--help`` and a usage error answer at once."""
     rankers = methods.names(rankers=True)
     trained = [m for m in rankers if methods.get(m).needs_checkpoint]
     parser = Parser(prog="scp", description="Shapley Context Pruning")
@@ -277,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--units", choices=["sentence", "title"])
     tr.add_argument("--embedder")
     tr.add_argument("--model", choices=list(MODELS))
-    tr.add_argument("--query-mode", choices=["member", "product", "concat", "product_concat"])
+    tr.add_argument("--query-mode", choices=QUERY_MODES)
     tr.add_argument("--features", nargs="*", help=f"extra per-unit features: {', '.join(FEATURES)} (none: empty)")
     tr.add_argument("--hidden", type=positive_int)
     tr.add_argument("--latent", type=positive_int)
@@ -295,8 +305,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--quiet", action="store_true")
     tr.set_defaults(func=_train)
-
-    from scp.suite import runner
 
     pr = sub.add_parser(
         "prune",
@@ -366,16 +374,23 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--chosen-by", required=True, metavar="TEXT", help="the notebook and table that chose this run")
     sh.set_defaults(func=_ship)
 
-    runner.add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
+    add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand.  Exit codes: 0 done, 2 bad input (an :class:`SCPError`, an argparse error, or a file the
     system refused: one line), 3 evaluated with errors recorded, 130 interrupted, 1 a bug in scp (the traceback,
-    then a line asking to report it)."""
-    from scp.errors import SCPError
+    then a line asking to report it).  A warning is one line: ``scp: warning: …``."""
+    previous, warnings.formatwarning = warnings.formatwarning, format_warning
+    try:
+        return _command(argv)
+    finally:
+        warnings.formatwarning = previous
 
+
+def _command(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run its subcommand (:func:`main`)."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

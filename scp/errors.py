@@ -1,4 +1,5 @@
-"""Errors that experiments catch and record instead of crashing or silently skipping, and user warnings."""
+"""Errors that experiments catch and record instead of crashing or silently skipping, user warnings, and the
+one line the command line prints for a warning."""
 
 import sys
 import warnings
@@ -55,3 +56,13 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PACKAGE):
         level, frame = level + 1, frame.f_back
     warnings.warn(message, category, stacklevel=level)
+
+
+def format_warning(
+    message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+) -> str:
+    """``warnings.formatwarning`` for the command line: ``scp: warning: <message>`` on one line, with no file, line
+    number or source line; a warning that is no ``UserWarning`` (scp's own are) is named by its category first:
+    ``scp: warning: RuntimeWarning: overflow encountered in exp``."""
+    kind = "" if issubclass(category, UserWarning) else f"{category.__name__}: "
+    return f"scp: warning: {kind}{' '.join(str(message).split())}\n"
