@@ -29,7 +29,7 @@ MAX_JSON_DEPTH = 64
 
 _KINDS = {
     stat.S_IFLNK: "a symbolic link",
-    stat.S_IFDIR: "a folder",
+    stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a named pipe",
     stat.S_IFCHR: "a character device",
     stat.S_IFBLK: "a block device",
