@@ -10,7 +10,7 @@ fingerprint, the config, the validation AUC and epoch, why it was chosen, when, 
 Nothing in ``models/`` changes until the copy is verified: the run's bytes are read once and checked as a
 checkpoint (outside ``models/``), then the model and its card are written beside their places and renamed into
 them one right after the other, so a failed ship leaves the committed model, its card and the folder as they
-were.  One ship per model name at a time (a lock ``models/.NAME.lock``, ignored by git).  Loading a model whose
+were.  One ship per model name writes at a time (a lock ``models/.NAME.lock``, ignored by git).  Loading a model whose
 card lies beside it checks the card's sha256 (:mod:`scp.models.checkpoint`).  :func:`card_of` reads a card back;
 :func:`write_card` writes one for a model already in ``models/``.
 """
@@ -97,12 +97,15 @@ def ship(run: str | Path, name: str, chosen_by: str, models_dir: Path | None = N
         raise InputError("say why this run is shipped (--chosen-by): the notebook and table that chose it")
     models = Path(models_dir or MODELS)
     target = models / f"{name}.safetensors"
-    with exclusive_lock(models / f".{name}.lock", f"models/{name}"), tempfile.TemporaryDirectory() as private:
+    with tempfile.TemporaryDirectory() as private:
         checked = Path(private) / "best.safetensors"  # the bytes shipped, verified where models/ does not see them
         checked.write_bytes(source.read_bytes())
         shipped = datetime.now(UTC).isoformat(timespec="seconds")
         card = _card(checked, target.name, source.parent.name, chosen_by, shipped)
-        with atomic_open_many([target, target.with_suffix(".json")]) as (model_file, card_file):
+        with (
+            exclusive_lock(models / f".{name}.lock", f"models/{name}"),
+            atomic_open_many([target, target.with_suffix(".json")]) as (model_file, card_file),
+        ):
             model_file.write(checked.read_bytes())
             card_file.write(json.dumps(card, indent=1, default=jsonable).encode())
     return target
