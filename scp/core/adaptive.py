@@ -40,11 +40,12 @@ import numpy as np
 import torch
 from scipy import stats
 
-from scp.core.fast_path import POSITION_GRID, first_layer_shapley, position_table
+from scp.core.fast_path import POSITION_GRID, check_fast_path_memory, first_layer_shapley, position_table
 from scp.core.games import Game, check_game
-from scp.core.monte_carlo import monte_carlo
-from scp.core.permutations import derive_seed, padded_permutations, resolve_seed
+from scp.core.monte_carlo import check_monte_carlo_memory, monte_carlo
+from scp.core.permutations import check_flag, derive_seed, padded_permutations, resolve_seed
 from scp.core.result import ShapleyResult, TopKCertificate, check_budget, refuse_budget_below
+from scp.core.selection import is_integer, is_real
 from scp.devices import eval_mode
 from scp.errors import InputError
 
@@ -94,8 +95,9 @@ def student_radius(variance: np.ndarray, t: int, delta: float) -> np.ndarray:
 
 def round_schedule(min_permutations: int, max_permutations: int, antithetic: bool = False) -> list[int]:
     """Cumulative M after each round: min_M, 2·min_M, 4·min_M, …, capped at (and ending on) max_M."""
+    check_flag(antithetic, "antithetic")
     for name, value in (("min_permutations", min_permutations), ("max_permutations", max_permutations)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
+        if not is_integer(value) or value < 2:
             raise InputError(f"{name} must be an integer ≥ 2 (two draws give a variance); got {value!r}")
     if max_permutations < min_permutations:
         raise InputError(f"max_permutations = {max_permutations} must be ≥ min_permutations = {min_permutations}")
@@ -111,7 +113,7 @@ def round_schedule(min_permutations: int, max_permutations: int, antithetic: boo
 
 
 def _check(k: int, n: int, delta: float, tolerance: float, bound: str, control_variate: str | None) -> None:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
+    if not is_integer(k) or not 1 <= k <= n:
         raise InputError(f"k must be an integer in [1, n = {n}]; got {k!r}")
     check_options(delta, tolerance, bound, control_variate)
 
@@ -121,13 +123,9 @@ def check_options(
 ) -> None:
     """Clear errors for δ outside (0, 1), a negative or infinite tolerance, an unknown bound, or a rigorous bound
     with a control variate (its draws do not lie in the game's range)."""
-    if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not 0 < delta < 1:
+    if not is_real(delta) or not 0 < delta < 1:
         raise InputError(f"delta (failure probability) must lie in (0, 1); got {delta!r}")
-    if (
-        isinstance(tolerance, bool)
-        or not isinstance(tolerance, (int, float))
-        or not (math.isfinite(tolerance) and tolerance >= 0)
-    ):
+    if not is_real(tolerance) or not (math.isfinite(tolerance) and tolerance >= 0):
         raise InputError(f"tolerance must be a finite number ≥ 0; got {tolerance!r}")
     if bound not in BOUNDS:
         raise InputError(f"bound must be one of {BOUNDS}; got {bound!r}")
@@ -301,10 +299,11 @@ def adaptive_monte_carlo(
                 "ValueNetGame has one: its network's bound B)"
             )
         value_range = float(value_range)
-    if not (isinstance(value_range, (int, float)) and math.isfinite(value_range) and value_range > 0):
+    if not (is_real(value_range) and math.isfinite(value_range) and value_range > 0):
         raise InputError(f"value_range must be a finite number > 0; got {value_range!r}")
     max_permutations = _resolve_max(n, max_permutations, budget, min_permutations, antithetic, control_variate)
     schedule = round_schedule(min_permutations, max_permutations, antithetic)
+    check_monte_carlo_memory(game, _largest_round(schedule), device=device)  # before any round is spent
     seed = resolve_seed(seed)
     moments, used, evaluations = _Moments(n), 0, 0
     for r, total in enumerate(schedule, start=1):
@@ -334,6 +333,11 @@ def adaptive_monte_carlo(
         metadata={"antithetic": antithetic, "control_variate": control_variate},
         certificate=cert,
     )
+
+
+def _largest_round(schedule: list[int]) -> int:
+    """The most permutations one round of ``schedule`` (cumulative M) draws."""
+    return max(b - a for a, b in zip([0, *schedule[:-1]], schedule))
 
 
 def adaptive_deepsets_shapley(
@@ -385,6 +389,7 @@ def adaptive_deepsets_shapley(
         )
         for ni in n_units
     ]
+    check_fast_path_memory(b, max(_largest_round(s) for s in schedules), n, units.device)
     with eval_mode(net), torch.no_grad():
         h, base = net.encode(units, query, extra, mask)
         w, bias = net.rho_first_layer()

@@ -17,7 +17,9 @@ import time
 import numpy as np
 
 from scp.core.games import Game, all_coalitions, check_game, evaluate_game, real_values
+from scp.core.memory import check_memory
 from scp.core.result import ShapleyResult, refuse_budget_below
+from scp.core.selection import is_integer, is_real
 from scp.errors import InputError
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "EXACT_BYTES_PER_COALITION",
     "EXACT_MAX_BYTES",
     "EXACT_MAX_SECONDS",
+    "check_exact_players",
     "exact",
     "leave_one_out",
     "shapley_from_table",
@@ -65,21 +68,18 @@ def exact(
     n = check_game(game)
     total = 2**n
     refuse_budget_below(budget, total, "exact", n, "2^n")
+    check_exact_players(n, max_players)
     memory = f"about {_gib(EXACT_BYTES_PER_COALITION * total)} of memory"
-    if n > max_players:
-        raise InputError(
-            f"exact Shapley needs 2^n = 2^{n} = {total:,} evaluations ({memory}); n = {n} exceeds "
-            f"max_players = {max_players} (raise max_players or use monte_carlo)"
-        )
     if EXACT_BYTES_PER_COALITION * total > EXACT_MAX_BYTES:
         raise InputError(
             f"exact Shapley on n = {n} players enumerates 2^{n} = {total:,} coalitions and needs {memory},"
             f" more than the {_gib(EXACT_MAX_BYTES)} exact allows (scp.core.enumeration.EXACT_MAX_BYTES); "
             f"{_exact_alternatives(n)}"
         )
-    if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    check_memory(EXACT_BYTES_PER_COALITION * total, f"exact Shapley on n = {n} players", _exact_alternatives(n))
+    if not is_integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size must be an integer ≥ 1; got {batch_size!r}")
-    if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and max_seconds > 0):
+    if max_seconds is not None and not (is_real(max_seconds) and max_seconds > 0):
         raise InputError(f"max_seconds must be a number > 0 or None; got {max_seconds!r}")
     if max_seconds is not None and total > batch_size:  # one call only: nothing to extrapolate
         _probe_exact(game, n, batch_size, max_seconds, memory)
@@ -87,6 +87,18 @@ def exact(
     for s in range(0, total, batch_size):  # the matrix of all coalitions is never built: one batch at a time
         table[s : s + batch_size] = evaluate_game(game, all_coalitions(n, s, s + batch_size))
     return ShapleyResult(values=shapley_from_table(table), n_evaluations=total, method="exact", std_errors=np.zeros(n))
+
+
+def check_exact_players(n: int, max_players: int = DEFAULT_EXACT_LIMIT) -> None:
+    """Refuse exact Shapley on n players above ``max_players`` (an integer ≥ 1), before anything is computed."""
+    if not is_integer(max_players) or max_players < 1:
+        raise InputError(f"max_players must be an integer ≥ 1; got {max_players!r}")
+    if n > max_players:
+        raise InputError(
+            f"exact Shapley needs 2^n = 2^{n} = {2**n:,} evaluations (about "
+            f"{_gib(EXACT_BYTES_PER_COALITION * 2**n)} of memory); n = {n} exceeds max_players = {max_players} "
+            "(raise max_players or use monte_carlo)"
+        )
 
 
 def _probe_exact(game, n: int, batch_size: int, max_seconds: float, memory: str) -> None:

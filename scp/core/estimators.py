@@ -33,9 +33,18 @@ from scp.core.enumeration import exact, leave_one_out
 from scp.core.games import Game, check_game
 from scp.core.monte_carlo import batched_monte_carlo, monte_carlo
 from scp.core.result import ShapleyResult, check_budget
+from scp.core.selection import is_integer
 from scp.errors import InputError, InputTypeError
 
-__all__ = ["ESTIMATORS", "Estimator", "estimate", "get_estimator", "register_estimator", "unregister_estimator"]
+__all__ = [
+    "ESTIMATORS",
+    "Estimator",
+    "check_result",
+    "estimate",
+    "get_estimator",
+    "register_estimator",
+    "unregister_estimator",
+]
 
 
 @dataclass(frozen=True)
@@ -117,15 +126,30 @@ def estimate(
         inspect.signature(entry.function).bind(game, budget=budget, seed=seed, **options)
     except TypeError as error:  # a missing or unknown option, named by the signature
         raise InputError(f"estimator {entry.name!r}: {error}") from None
-    result = entry.function(game, budget=budget, seed=seed, **options)
+    return check_result(entry.function(game, budget=budget, seed=seed, **options), n, entry.name)
+
+
+def check_result(result, n: int, name: str) -> ShapleyResult:
+    """``result`` after checking that estimator ``name`` returned a :class:`ShapleyResult` of n finite real values
+    (a NaN or inf would rank and prune as if it were a number) and an integer count of evaluations ≥ 0."""
     if not isinstance(result, ShapleyResult):
         raise InputTypeError(
-            f"estimator {entry.name!r} returned a {type(result).__name__}; an estimator returns a "
+            f"estimator {name!r} returned a {type(result).__name__}; an estimator returns a "
             "scp.core.result.ShapleyResult"
         )
-    if np.shape(result.values) != (n,):
+    values = np.asarray(result.values)
+    if values.shape != (n,):
+        raise InputError(f"estimator {name!r} returned values of shape {values.shape} for a game of {n} players")
+    if values.dtype.kind not in "biuf" or not np.isfinite(values).all():
+        bad = np.flatnonzero(~np.isfinite(values)) if values.dtype.kind in "biuf" else np.arange(n)
         raise InputError(
-            f"estimator {entry.name!r} returned values of shape {np.shape(result.values)} for a game of {n} players"
+            f"estimator {name!r} returned {'non-finite' if values.dtype.kind in 'biuf' else 'non-real'} values for "
+            f"{bad.size} of {n} players (first: player {int(bad[0])} -> {values[bad[0]]!r}); an estimator returns "
+            "one finite real value per player"
+        )
+    if not is_integer(result.n_evaluations) or result.n_evaluations < 0:
+        raise InputError(
+            f"estimator {name!r} reported n_evaluations = {result.n_evaluations!r}; it must be an integer ≥ 0"
         )
     return result
 

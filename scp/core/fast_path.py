@@ -23,20 +23,30 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from scp.core.permutations import check_permutation_count, padded_permutations, resolve_seed, std_errors
+from scp.core.memory import check_memory
+from scp.core.permutations import (
+    PERMUTATION_BYTES,
+    check_permutation_count,
+    padded_permutations,
+    resolve_seed,
+    std_errors,
+)
 from scp.core.result import ShapleyResult
+from scp.core.selection import is_integer
 from scp.devices import eval_mode, resolve_device
 from scp.errors import InputError
 
 __all__ = [
     "CONTROL_VARIATES",
     "CUMSUM_MIN_UNITS",
+    "FAST_PATH_BYTES",
     "POSITION_GRID",
     "PREFIX_PATHS",
     "BatchShapley",
     "FastPathGame",
     "blocked_cumsum",
     "check_fast_options",
+    "check_fast_path_memory",
     "check_inputs",
     "deepsets_shapley",
     "fast_path_monte_carlo",
@@ -53,6 +63,10 @@ CUMSUM_MIN_UNITS = 192
 """From this many units (the padded width) on, "auto" computes prefix sums by gather + cumsum instead of the
 0/1-matrix product; measured by ``python -m scp.bench prefix`` (see BENCHMARKS.md: on one CPU thread the two paths
 tie near n = 128–192 and gather + cumsum wins from 192 on for both the shipped and the paper-sized network)."""
+FAST_PATH_BYTES = 56
+"""Bytes the fast path holds per context, permutation and unit where the network runs: the permutations and their
+ranks (int64) and five (b, M, n) float arrays (prefix values, marginals, samples and their work copies) of up to 8
+bytes; the prefix sums themselves are chunked (``chunk_elements``)."""
 
 
 @runtime_checkable
@@ -152,6 +166,29 @@ class BatchShapley:
         )
 
 
+def check_fast_path_memory(n_contexts: int, n_permutations: int, width: int, device: torch.device | str) -> None:
+    """Refuse a fast-path call whose (contexts × M × width) arrays need more memory than is available: the
+    permutations drawn on the host (:data:`~scp.core.permutations.PERMUTATION_BYTES` + 8 per entry) and
+    :data:`FAST_PATH_BYTES` per entry on ``device`` (:func:`scp.core.memory.check_memory`)."""
+    entries = int(n_contexts) * int(n_permutations) * int(width)
+    what = f"Monte Carlo with M = {n_permutations:,} permutations of {width:,} units" + (
+        f" in each of {n_contexts:,} contexts" if n_contexts > 1 else ""
+    )
+    advice = "use fewer permutations (a smaller budget or n_permutations) or fewer contexts per batch"
+    host = entries * (PERMUTATION_BYTES + 8)
+    if torch.device(device).type == "cuda":
+        check_memory(host, what, advice)
+        check_memory(entries * FAST_PATH_BYTES, what, advice, device)
+    else:
+        check_memory(host + entries * FAST_PATH_BYTES, what, advice)
+
+
+def check_chunk_elements(chunk_elements: int) -> None:
+    """``chunk_elements`` (the most prefix-sum floats held at once) is an integer ≥ 1."""
+    if not is_integer(chunk_elements) or chunk_elements < 1:
+        raise InputError(f"chunk_elements must be an integer ≥ 1; got {chunk_elements!r}")
+
+
 def check_fast_options(control_variate: str | None, prefix: str) -> None:
     """Clear errors for an unknown control variate or prefix-sum path."""
     if control_variate not in CONTROL_VARIATES:
@@ -198,6 +235,7 @@ def deepsets_shapley(
     mask = torch.ones(b, n, dtype=torch.bool, device=units.device) if mask is None else mask.to(torch.bool)
     check_inputs(units, query, mask, extra)
     check_fast_options(control_variate, prefix)
+    check_chunk_elements(chunk_elements)
     n_units = mask.sum(1)
     if (n_units == 0).any():
         raise InputError(
@@ -213,6 +251,7 @@ def deepsets_shapley(
             raise InputError(f"got {len(seeds)} seeds for a batch of {b} contexts")
     if permutations is None:
         check_permutation_count(n_permutations, antithetic)
+        check_fast_path_memory(b, n_permutations, n, units.device)
         permutations = padded_permutations(n_units.tolist(), n, n_permutations, antithetic, seeds).to(units.device)
     h, base = net.encode(units, query, extra, mask)
     first_w, first_b = net.rho_first_layer()
@@ -276,6 +315,7 @@ def first_layer_shapley(
     n_permutations = permutations.shape[1]
     check_permutation_count(n_permutations, antithetic)
     check_fast_options(control_variate, prefix)
+    check_chunk_elements(chunk_elements)
     permutations = permutations.to(g.device).long()
     path = resolve_prefix(prefix, n)
     v_empty, v_grand = net.rho_after_first(torch.stack([g0, g0 + g.sum(1)]))  # (b,) each

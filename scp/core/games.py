@@ -8,11 +8,19 @@ A transferable-utility game on players N = {0..n-1} is a set function v: 2^N →
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from scp.core.memory import check_memory
+from scp.core.permutations import resolve_seed
+from scp.core.selection import is_integer, is_real
 from scp.errors import InputError, InputTypeError
+
+COALITION_BYTES_PER_PLAYER = 17
+"""Bytes :func:`all_coalitions` holds per player per coalition while it builds the matrix (two int64 work arrays
+and the boolean result), plus 8 per coalition for the bitmasks."""
 
 
 def as_coalitions(coalitions, n_players: int) -> np.ndarray:
@@ -33,8 +41,15 @@ def all_coalitions(n_players: int, start: int = 0, stop: int | None = None) -> n
     """All 2^n coalitions as a (2^n, n) boolean matrix; row m is the bitmask m (player i ↔ bit i).
 
     ``start`` / ``stop`` give only the rows start..stop − 1 (the bitmasks in that range), so the 2^n coalitions
-    can be enumerated in batches without ever building the whole matrix."""
+    can be enumerated in batches without ever building the whole matrix; refused before any allocation when the
+    rows need more memory than is available (:func:`scp.core.memory.check_memory`)."""
     stop = 2**n_players if stop is None else min(stop, 2**n_players)
+    rows = max(stop - start, 0)
+    check_memory(
+        rows * (COALITION_BYTES_PER_PLAYER * n_players + 8),
+        f"enumerating {rows:,} coalitions of n = {n_players} players",
+        "enumerate fewer players, or estimate by sampling (scp.core.monte_carlo)",
+    )
     masks = np.arange(start, stop, dtype=np.int64)
     return ((masks[:, None] >> np.arange(n_players)) & 1).astype(bool)
 
@@ -67,8 +82,10 @@ def check_game(game) -> int:
         raise InputTypeError(
             f"{game_name(game)} has no n_players: wrap a plain function as scp.core.games.FunctionGame(fn, n_players)"
         )
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError(f"{game_name(game)} has n_players = {n!r}: a game needs at least one player")
+    if not is_integer(n) or n < 1:
+        raise InputError(
+            f"{game_name(game)} has n_players = {n!r}: a game needs at least one player (an integer n ≥ 1)"
+        )
     return int(n)
 
 
@@ -127,6 +144,29 @@ class Game(abc.ABC):
         return self(all_coalitions(self.n_players))
 
 
+def _finite_reals(values, what: str) -> np.ndarray:
+    """``values`` as a 1-d float64 array of finite real numbers (no strings, complex numbers, NaN or inf)."""
+    raw = np.asarray(values)
+    if raw.dtype.kind not in "biuf" or raw.ndim != 1:
+        raise InputError(
+            f"{what} must be a 1-d sequence of real numbers; got {type(values).__name__} of dtype {raw.dtype} "
+            f"and shape {raw.shape}"
+        )
+    out = raw.astype(np.float64)
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        raise InputError(f"{what} must be finite; got {out[bad[0]]} at index {bad[0]}")
+    return out
+
+
+def _players(values, what: str) -> np.ndarray:
+    """``values`` as a 1-d int64 array of player indices (integers only: 0.5 is no player)."""
+    raw = np.asarray(values)
+    if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "iu"):
+        raise InputError(f"{what} must be a 1-d sequence of integer player indices; got {list(np.ravel(raw))[:5]!r}")
+    return raw.astype(np.int64)
+
+
 def _check_small(n: int, what: str, limit: int = 24) -> None:
     if n > limit:
         raise InputError(f"{what} enumerates 2^n coalitions; n = {n} exceeds the limit {limit}")
@@ -147,12 +187,10 @@ class TableGame(Game):
     """An explicit game given by its 2^n values, indexed by bitmask (player i ↔ bit i)."""
 
     def __init__(self, values: Sequence[float] | np.ndarray):
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
+        values = _finite_reals(np.ravel(np.asarray(values)), "a table game's values")
         n = int(np.log2(values.size)) if values.size else -1
         if values.size == 0 or 2**n != values.size:
             raise InputError(f"a table game needs 2^n values; got {values.size}")
-        if not np.isfinite(values).all():
-            raise InputError("table game values must be finite")
         _check_n(n)
         self.values, self.n_players = values, n
 
@@ -162,8 +200,17 @@ class TableGame(Game):
 
     @classmethod
     def random(cls, n_players: int, seed: int = 0, bound: float = 1.0, normalize: bool = False) -> TableGame:
-        """Uniform values in [0, bound]; with ``normalize`` v(∅) = 0."""
-        rng = np.random.default_rng(seed)
+        """Uniform values in [0, bound]; with ``normalize`` v(∅) = 0.  Refused before drawing when the 2^n float64
+        values need more memory than is available (:func:`scp.core.memory.check_memory`)."""
+        _check_n(n_players)
+        if not (is_real(bound) and math.isfinite(bound) and bound > 0):
+            raise InputError(f"bound must be a finite number > 0; got {bound!r}")
+        check_memory(
+            8 * 2**n_players,
+            f"TableGame.random({n_players}) holds 2^{n_players} = {2**n_players:,} values and",
+            "use fewer players, or a game that computes its values (FunctionGame)",
+        )
+        rng = np.random.default_rng(resolve_seed(seed))
         values = rng.uniform(0.0, bound, size=2**n_players)
         if normalize:
             values[0] = 0.0
@@ -178,7 +225,7 @@ class AdditiveGame(Game):
     """v(S) = Σ_{i∈S} w_i.  Shapley value φ_i = w_i."""
 
     def __init__(self, weights: Sequence[float]):
-        self.weights = np.asarray(weights, dtype=np.float64)
+        self.weights = _finite_reals(weights, "an additive game's weights")
         _check_n(self.weights.size)
         self.n_players = self.weights.size
 
@@ -191,7 +238,7 @@ class UnanimityGame(Game):
 
     def __init__(self, n_players: int, carrier: Sequence[int]):
         _check_n(n_players)
-        self.n_players, self.carrier = n_players, np.asarray(sorted(set(carrier)), dtype=np.int64)
+        self.n_players, self.carrier = n_players, np.unique(_players(list(carrier), "carrier"))
         if self.carrier.size == 0 or self.carrier.min() < 0 or self.carrier.max() >= n_players:
             raise InputError(f"carrier must be a non-empty subset of 0..{n_players - 1}")
 
@@ -203,7 +250,7 @@ class GloveGame(Game):
     """Left/right glove market: v(S) = min(|S ∩ L|, |S ∩ R|) pairs of gloves."""
 
     def __init__(self, left: Sequence[int], right: Sequence[int]):
-        self.left, self.right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+        self.left, self.right = _players(left, "left"), _players(right, "right")
         players = np.concatenate([self.left, self.right])
         if len(set(players.tolist())) != players.size or sorted(players.tolist()) != list(range(players.size)):
             raise InputError("left and right must partition the players 0..n-1")
@@ -218,7 +265,9 @@ class MajorityGame(Game):
     """Weighted majority (voting) game: v(S) = 1 if Σ_{i∈S} w_i ≥ quota else 0."""
 
     def __init__(self, weights: Sequence[float], quota: float):
-        self.weights, self.quota = np.asarray(weights, dtype=np.float64), float(quota)
+        if not (is_real(quota) and math.isfinite(quota)):
+            raise InputError(f"quota must be a finite number; got {quota!r}")
+        self.weights, self.quota = _finite_reals(weights, "a majority game's weights"), float(quota)
         _check_n(self.weights.size)
         self.n_players = self.weights.size
 
@@ -240,7 +289,7 @@ class MaxSumGame(Game):
             raise InputError(f"relevance must be (n_players, n_aspects); got shape {np.shape(relevance)}")
         if not np.isfinite(r).all():
             raise InputError("relevance scores must be finite")
-        w = np.ones(r.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+        w = np.ones(r.shape[1]) if weights is None else _finite_reals(weights, "weights")
         if w.shape != (r.shape[1],):
             raise InputError(f"weights must have shape ({r.shape[1]},); got {w.shape}")
         self.relevance, self.weights, self.n_players = r, w, r.shape[0]
@@ -253,8 +302,8 @@ class MaxSumGame(Game):
 
 
 def _check_n(n: int) -> None:
-    if n < 1:
-        raise InputError(f"a game needs at least one player; got n = {n}")
+    if not is_integer(n) or n < 1:
+        raise InputError(f"a game needs at least one player (an integer n ≥ 1); got n = {n!r}")
 
 
 class LookupGame(TableGame):
@@ -268,7 +317,12 @@ class LookupGame(TableGame):
 
     def __init__(self, values, tokens=None):
         super().__init__(values)
-        self.tokens = np.zeros(self.values.size, dtype=np.int64) if tokens is None else np.asarray(tokens)
+        self.tokens = np.zeros(self.values.size, dtype=np.int64) if tokens is None else _players(tokens, "tokens")
+        if self.tokens.shape != self.values.shape or (self.tokens < 0).any():
+            raise InputError(
+                f"tokens must hold one count ≥ 0 per coalition ({self.values.size}); got {self.tokens.size} "
+                f"with minimum {self.tokens.min(initial=0)}"
+            )
         self.seen = np.zeros(self.values.size, dtype=bool)
 
     def value(self, coalitions):

@@ -19,9 +19,19 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from scp.core.fast_path import POSITION_GRID, check_fast_options, deepsets_shapley, fast_path_monte_carlo, has_fast_path
+from scp.core.fast_path import (
+    POSITION_GRID,
+    check_fast_options,
+    check_fast_path_memory,
+    deepsets_shapley,
+    fast_path_monte_carlo,
+    has_fast_path,
+)
 from scp.core.games import Game, check_game, evaluate_game
+from scp.core.memory import check_memory
 from scp.core.permutations import (
+    PERMUTATION_BYTES,
+    check_flag,
     check_permutation_count,
     check_permutations,
     resolve_seed,
@@ -29,13 +39,15 @@ from scp.core.permutations import (
     std_errors,
 )
 from scp.core.result import ShapleyResult, check_budget, refuse_budget_below
-from scp.devices import eval_mode
+from scp.devices import eval_mode, resolve_device
 from scp.errors import InputError
 
 __all__ = [
     "DEFAULT_PERMUTATIONS",
+    "GENERIC_BYTES",
     "MC_PATHS",
     "batched_monte_carlo",
+    "check_monte_carlo_memory",
     "monte_carlo",
     "naive_monte_carlo",
     "permutations_for_budget",
@@ -44,6 +56,10 @@ __all__ = [
 DEFAULT_PERMUTATIONS = 50
 """M when neither ``n_permutations`` nor ``budget`` is given (the paper's M = 50)."""
 MC_PATHS = ("auto", "generic", "fast")
+GENERIC_BYTES = 56
+"""Bytes the generic path holds per player per permutation besides the permutations and the coalition matrices (2·n
+bytes: the prefixes and their stacked copy): ranks, coalition values, prefix values and marginals, int64/float64.
+What the game itself allocates to value the M·(n − 1) coalitions is not counted."""
 
 
 def permutations_for_budget(
@@ -77,7 +93,26 @@ def _resolve_count(
         )
     if budget is not None:
         return permutations_for_budget(budget, n, antithetic, control_variate)
-    return DEFAULT_PERMUTATIONS if n_permutations is None else n_permutations
+    m = DEFAULT_PERMUTATIONS if n_permutations is None else n_permutations
+    check_permutation_count(m, antithetic)
+    return m
+
+
+def check_monte_carlo_memory(game: Game, n_permutations: int, path: str = "auto", device=None) -> None:
+    """Refuse Monte Carlo with ``n_permutations`` on ``game`` before sampling when its arrays need more memory than
+    is available: the fast path's (:func:`scp.core.fast_path.check_fast_path_memory`, on the network's device), or
+    the generic path's M·n·(:data:`~scp.core.permutations.PERMUTATION_BYTES` + :data:`GENERIC_BYTES` + 2·n)
+    bytes."""
+    n = check_game(game)
+    if path != "generic" and has_fast_path(game):
+        where = resolve_device(device) if device is not None else next(game.net.parameters()).device
+        check_fast_path_memory(1, n_permutations, n, where)
+        return
+    check_memory(
+        int(n_permutations) * n * (PERMUTATION_BYTES + GENERIC_BYTES + 2 * n),
+        f"monte_carlo with M = {n_permutations:,} permutations of n = {n:,} players",
+        "use fewer permutations (a smaller budget or n_permutations)",
+    )
 
 
 def monte_carlo(
@@ -105,10 +140,12 @@ def monte_carlo(
     if path not in MC_PATHS:
         raise InputError(f"path must be 'auto', 'generic' or 'fast'; got {path!r}")
     check_fast_options(control_variate, prefix)
+    check_flag(antithetic, "antithetic")
     seed = resolve_seed(seed)
     n = check_game(game)
     if permutations is None:
         m = _resolve_count(n, n_permutations, budget, antithetic, control_variate)
+        check_monte_carlo_memory(game, m, path, device)
         permutations = sample_permutations(n, m, seed, antithetic)
     else:
         if budget is not None:

@@ -15,9 +15,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from scp.core.memory import check_memory
+from scp.core.selection import is_integer
 from scp.errors import InputError
 
 __all__ = [
+    "PERMUTATION_BYTES",
+    "check_flag",
     "check_permutation_count",
     "check_permutations",
     "derive_seed",
@@ -27,12 +31,16 @@ __all__ = [
     "std_errors",
 ]
 
+PERMUTATION_BYTES = 24
+"""Bytes :func:`sample_permutations` holds per player per permutation: the uniform draws (float64), their argsort
+(int64) and, with antithetic pairs, the stacked copy."""
+
 
 def resolve_seed(seed: int | None) -> int:
     """The given seed, or a fresh one drawn from OS entropy (recorded in results so runs can be repeated)."""
     if seed is None:
         return int(np.random.SeedSequence().entropy % (2**63))
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_integer(seed) or seed < 0:
         raise InputError(f"seed must be a non-negative integer or None; got {seed!r}")
     return int(seed)
 
@@ -48,9 +56,16 @@ def derive_seed(seed: int | None, key: str) -> int:
     return int.from_bytes(digest[:8], "little") % (2**63)
 
 
+def check_flag(value, name: str) -> None:
+    """``value`` is a bool (Python or NumPy): an option such as ``antithetic`` is on or off, not "no" or NaN."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InputError(f"{name} must be True or False; got {value!r} ({type(value).__name__})")
+
+
 def check_permutation_count(n_permutations: int, antithetic: bool) -> None:
-    """M is an integer ≥ 1, and even with antithetic pairs."""
-    if not isinstance(n_permutations, (int, np.integer)) or n_permutations < 1:
+    """M is an integer ≥ 1 (not a bool), ``antithetic`` a bool, and M even with antithetic pairs."""
+    check_flag(antithetic, "antithetic")
+    if not is_integer(n_permutations) or n_permutations < 1:
         raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if antithetic and n_permutations % 2:
         raise InputError(
@@ -61,8 +76,15 @@ def check_permutation_count(n_permutations: int, antithetic: bool) -> None:
 def sample_permutations(
     n_players: int, n_permutations: int, seed: int | None = None, antithetic: bool = False
 ) -> np.ndarray:
-    """(M, n) uniform random permutations; with ``antithetic`` rows 2k+1 reverse rows 2k."""
+    """(M, n) uniform random permutations; with ``antithetic`` rows 2k+1 reverse rows 2k.  Refused before drawing
+    when their :data:`PERMUTATION_BYTES` per entry exceed the memory available
+    (:func:`scp.core.memory.check_memory`)."""
     check_permutation_count(n_permutations, antithetic)
+    check_memory(
+        PERMUTATION_BYTES * int(n_permutations) * int(n_players),
+        f"sampling M = {n_permutations:,} permutations of n = {n_players:,} players",
+        "use fewer permutations (a smaller budget or n_permutations)",
+    )
     rng = np.random.default_rng(resolve_seed(seed))
     m = n_permutations // 2 if antithetic else n_permutations
     perms = np.argsort(rng.random((m, n_players)), axis=1)
