@@ -2,6 +2,9 @@
 
 import json
 
+import pytest
+
+from scp.errors import DataFormatError
 from scp.suite.check import compare
 from scp.suite.graph import Tolerance
 
@@ -54,3 +57,36 @@ def test_milliseconds_are_timings_and_ms_marco_is_not():
     tolerance = Tolerance()
     assert tolerance.ignores("ms_per_context") and tolerance.ignores("ms_per_context_hotpotqa_by_budget")
     assert tolerance.ignores("embed_ms") and not tolerance.ignores("msmarco_auc") and not tolerance.ignores("auc")
+
+
+def _table_json(path, rows, commit):
+    doc = {"name": "t", "columns": ["method", "auc", "seconds"], "rows": rows, "provenance": {"git": commit}}
+    path.write_text(json.dumps(doc))
+
+
+def test_every_table_file_is_compared_json_and_nested_too(tmp_path):
+    old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5)], {"auc": 0.9})
+    new = _folder(tmp_path / "new", [("scp", 0.9, 1.0, 5)], {"auc": 0.9})
+    rows = [{"method": "scp", "auc": 0.9, "seconds": 1.0}]
+    _table_json(old / "auc.json", rows, "a" * 40)
+    _table_json(new / "auc.json", [{**rows[0], "seconds": 7.0}], "b" * 40)  # a timing and the table's provenance
+    for folder in (old, new):
+        (folder / "sub").mkdir()
+        (folder / "provenance.json").write_text(json.dumps({"wall_time_s": str(folder)}))
+    (old / "sub" / "x.csv").write_text("k,v\na,1\n")
+    (new / "sub" / "x.csv").write_text("k,v\na,1\n")
+    report = compare(old, new, Tolerance(atol=1e-9))
+    assert report.ok and report.files == 4, report.summary()  # auc.csv, auc.json, records.json, sub/x.csv
+    _table_json(new / "auc.json", [{**rows[0], "auc": 0.95}], "a" * 40)  # a hand edit of the JSON table alone
+    (new / "sub" / "x.csv").write_text("k,v\na,2\n")
+    (new / "extra.json").write_text("{}")
+    found = {(d.file, d.where) for d in compare(old, new, Tolerance(atol=1e-9)).differences}
+    assert found == {("auc.json", "['rows'][0]['auc']"), ("sub/x.csv", "row 0 v"), ("extra.json", "file")}
+
+
+def test_deeply_nested_records_are_one_error_not_a_recursion(tmp_path):
+    old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5)], {"auc": 0.9})
+    new = _folder(tmp_path / "new", [("scp", 0.9, 1.0, 5)], {"auc": 0.9})
+    (new / "records.json").write_text("[" * 5000 + "]" * 5000)
+    with pytest.raises(DataFormatError, match="records.json nests lists or objects deeper than 64 levels"):
+        compare(old, new, Tolerance())

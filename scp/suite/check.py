@@ -1,15 +1,15 @@
 """Compare a rerun's tables and records with the committed ones (``scp run NAME --check``).
 
-Every ``results/NAME/*.csv`` and ``records.json`` of the committed folder must exist in the rerun with the same
-columns, rows and text; numbers may differ by the notebook's declared :class:`~scp.suite.graph.Tolerance`
-(``|new − old| ≤ atol + rtol·|old|``; NaN equals NaN), and columns or record names that hold measured times are
-not compared.  Files only the rerun wrote are reported too.
+Every table file of the committed ``results/NAME`` (each ``*.csv`` and ``*.json`` at any depth, ``records.json``
+included, ``provenance.json`` not) must exist in the rerun with the same columns, rows, keys and text; numbers may
+differ by the notebook's declared :class:`~scp.suite.graph.Tolerance` (``|new − old| ≤ atol + rtol·|old|``; NaN
+equals NaN), and columns, keys or record names that hold measured times are not compared, nor the ``provenance``
+a table's JSON carries (when and from which commit it was made).  Files only the rerun wrote are reported too.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -115,12 +115,31 @@ def _table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
 
 
+def _tables(folder: Path) -> set[str]:
+    """The table files under ``folder`` (``*.csv`` and ``*.json`` at any depth, not ``provenance.json``), as
+    paths relative to it."""
+    return {
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.suffix in (".csv", ".json") and p.is_file() and p.relative_to(folder).as_posix() != "provenance.json"
+    }
+
+
+def _json(path: Path, name: str) -> Any:
+    """A table's JSON (:func:`scp.io.read_json`: bounded depth); a table's own ``provenance`` entry is left out."""
+    from scp.io import read_json
+
+    doc = read_json(path, f"{path.parent.name}/{name}", expect=None)
+    if name != "records.json" and isinstance(doc, dict):
+        doc = {k: v for k, v in doc.items() if k != "provenance"}
+    return doc
+
+
 def compare(committed: Path, rerun: Path, tolerance: Tolerance) -> Report:
     """Compare ``committed`` (``results/NAME``) with ``rerun`` (the same folder of a scratch run)."""
     report = Report(tolerance)
     committed, rerun = Path(committed), Path(rerun)
-    old_files = {p.name for p in committed.glob("*.csv")} | ({"records.json"} & {p.name for p in committed.iterdir()})
-    new_files = {p.name for p in rerun.glob("*.csv")} | ({"records.json"} & {p.name for p in rerun.iterdir()})
+    old_files, new_files = _tables(committed), _tables(rerun)
     for name in sorted(old_files ^ new_files):
         report.differences.append(
             Difference(
@@ -129,9 +148,8 @@ def compare(committed: Path, rerun: Path, tolerance: Tolerance) -> Report:
         )
     for name in sorted(old_files & new_files):
         report.files += 1
-        if name == "records.json":
-            old, new = (json.loads((d / name).read_text(encoding="utf-8")) for d in (committed, rerun))
-            _values(report, name, "", old, new)
+        if name.endswith(".json"):
+            _values(report, name, "", _json(committed / name, name), _json(rerun / name, name))
             continue
         (old_cols, old_rows), (new_cols, new_rows) = _table(committed / name), _table(rerun / name)
         if old_cols != new_cols:

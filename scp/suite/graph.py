@@ -201,12 +201,26 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _cells(path: Path) -> list[dict]:
+    """The cells of the notebook at ``path`` (its JSON read by :func:`scp.io.read_json`), each with a
+    ``cell_type`` and a ``source``; an unreadable notebook is a :class:`~scp.errors.DataFormatError`."""
+    from scp.io import read_json
+
+    cells = read_json(path, f"notebook {path.name}").get("cells")
+    fine = isinstance(cells, list) and all(
+        isinstance(c, dict) and isinstance(c.get("cell_type"), str) and isinstance(c.get("source"), (str, list))
+        for c in cells
+    )
+    if not fine:
+        raise DataFormatError(f"notebook {path.name} has no list of cells, each with a cell_type and a source")
+    return cells
+
+
 def notebook_digest(name: str, notebooks_dir: Path | None = None) -> str:
     """sha256 of a notebook's code cells (their sources, in order): what its figures and tables are computed
     by.  Markdown, saved outputs, execution counts and metadata do not count, so fixing the text never reruns
     a notebook (the markdown-number test checks the text against the committed records instead)."""
-    path = Path(notebooks_dir or _dirs()[0]) / f"{name}.ipynb"
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    cells = _cells(Path(notebooks_dir or _dirs()[0]) / f"{name}.ipynb")
     code = [
         "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
         for c in cells
@@ -310,7 +324,7 @@ def code_digests(name: str, notebooks_dir: Path | None = None, source: Path | No
     source = Path(source or SCP_SOURCE).resolve()
     path = Path(notebooks_dir or _dirs()[0]) / f"{name}.ipynb"
     roots: set[str] = set()
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+    for cell in _cells(path):
         if cell["cell_type"] != "code":
             continue
         text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -325,15 +339,51 @@ def code_digests(name: str, notebooks_dir: Path | None = None, source: Path | No
 # ----------------------------------------------------------------------------------------------- staleness
 
 
+def _provenance_problem(prov: dict[str, Any]) -> str | None:
+    """What in a provenance record is not of the type the runner reads (None when all is)."""
+
+    def files(key: str) -> bool:
+        entries = prov.get(key, [])
+        return isinstance(entries, list) and all(
+            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str) for e in entries
+        )
+
+    inputs = prov.get("inputs") or {}
+    checks = {
+        "git": isinstance(prov.get("git") or {}, dict),
+        "parameters": isinstance(prov.get("parameters", {}), dict),
+        "inputs": isinstance(inputs, dict)
+        and isinstance(inputs.get("notebook", ""), (str, type(None)))
+        and isinstance(inputs.get("code") or {}, dict)
+        and all(isinstance(v, str) for v in (inputs.get("code") or {}).values()),
+        "data_files": files("data_files"),
+        "models": files("models"),
+        "models_written": files("models_written"),
+        "outputs": isinstance(prov.get("outputs", {}), dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in prov.get("outputs", {}).items()),
+    }
+    bad = [key for key, fine in checks.items() if not fine]
+    return f"its {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} not of the recorded form" if bad else None
+
+
 def read_provenance(name: str, results_dir: Path | None = None) -> dict[str, Any] | None:
-    """The ``provenance.json`` of a notebook's results folder, or ``None`` when there is none."""
+    """The ``provenance.json`` of a notebook's results folder (:func:`scp.io.read_json`: an object, bounded
+    depth, each entry the runner reads of its type), or ``None`` when there is none.
+
+    Raises:
+        DataFormatError: it is not valid JSON, too deep, not an object, or an entry has another type.
+    """
+    from scp.io import read_json
+
     path = Path(results_dir or _dirs()[2] / "results") / name / "provenance.json"
-    if not path.is_file():
+    if not path.exists():
         return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataFormatError(f"{path}: not a provenance record ({exc})") from None
+    what = f"results/{name}/provenance.json"
+    prov = read_json(path, what)
+    problem = _provenance_problem(prov)
+    if problem:
+        raise DataFormatError(f"{what}: {problem}")
+    return prov
 
 
 def _resolve(shown: str, root: Path) -> Path | None:
@@ -353,6 +403,7 @@ def _resolve(shown: str, root: Path) -> Path | None:
 
 
 def _input_changes(prov: Mapping[str, Any], root: Path) -> list[str]:
+    from scp.data.datasets import DATA_DIR_ENV
     from scp.lineage import sha256
 
     reasons = []
@@ -360,6 +411,10 @@ def _input_changes(prov: Mapping[str, Any], root: Path) -> list[str]:
         shown = entry["path"]
         if shown.startswith("runs/"):
             continue  # a trained run: a cache keyed by its config, rebuilt from code and data when absent
+        if shown.startswith(f"${DATA_DIR_ENV}/") and not os.environ.get(DATA_DIR_ENV):
+            unchecked = f"its data files are not checked ({DATA_DIR_ENV} is not set)"
+            reasons += [] if unchecked in reasons else [unchecked]
+            continue
         path = _resolve(shown, root)
         if path is None or not path.is_file():
             reasons.append(f"input {shown} is missing")
@@ -368,8 +423,37 @@ def _input_changes(prov: Mapping[str, Any], root: Path) -> list[str]:
     return reasons
 
 
+def _listed(what: str, paths: Sequence[str]) -> str:
+    more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    return f"{what} {', '.join(paths[:3])}{more}"
+
+
+def _output_changes(name: str, prov: Mapping[str, Any], root: Path, tracked: set[str] | None) -> list[str]:
+    """Its outputs under ``figures/NAME`` and ``results/NAME`` that are missing or differ from the sha256 the
+    provenance records (``outputs``); a provenance written before outputs were recorded: the files git tracks
+    there that are missing."""
+    from scp.lineage import sha256
+
+    recorded = prov.get("outputs")
+    if recorded is None:
+        folders = (f"figures/{name}/", f"results/{name}/")
+        recorded = {path: None for path in sorted(tracked or ()) if path.startswith(folders)}
+    missing = [path for path in recorded if not (root / path).is_file()]
+    changed = [
+        path for path, digest in recorded.items() if digest and path not in missing and sha256(root / path) != digest
+    ]
+    return [
+        _listed(what, paths) for what, paths in (("outputs missing:", missing), ("outputs changed:", changed)) if paths
+    ]
+
+
 def _own_reasons(
-    name: str, prov: Mapping[str, Any] | None, params_dir: Path | None, notebooks_dir: Path | None, root: Path
+    name: str,
+    prov: Mapping[str, Any] | None,
+    params_dir: Path | None,
+    notebooks_dir: Path | None,
+    root: Path,
+    tracked: set[str] | None = None,
 ) -> list[str]:
     from scp.suite.runner import resolve_params
 
@@ -393,7 +477,7 @@ def _own_reasons(
     if modules:
         shown = ", ".join(modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
         reasons.append(f"code changed: {shown}")
-    return reasons + _input_changes(prov, root)
+    return reasons + _input_changes(prov, root) + _output_changes(name, prov, root, tracked)
 
 
 def status(
@@ -404,7 +488,9 @@ def status(
     root: Path | None = None,
 ) -> dict[str, list[str]]:
     """``{name: reasons it is stale}`` (an empty list: up to date with its committed provenance) for ``names``
-    (default every notebook), in dependency order; a notebook after a stale one is stale too."""
+    (default every notebook), in dependency order; a notebook after a stale one is stale too.  Besides its inputs,
+    a notebook is stale when an output it wrote is missing or changed, when its provenance is unreadable (one
+    reason, no traceback), and when a run was cut while replacing its folders."""
     from scp.suite.runner import order
 
     decls = declarations(None, params_dir, notebooks_dir)
@@ -412,10 +498,23 @@ def status(
     unknown = [n for n in names if n not in decls]
     if unknown:
         raise InputError(f"unknown notebook {', '.join(unknown)}")
+    from scp.suite.runner import pending_swap
+
     root = Path(root or _dirs()[2])
+    tracked = _tracked(root)
     out: dict[str, list[str]] = {}
     for n in order(decls, depends(decls)):
-        reasons = _own_reasons(n, read_provenance(n, results_dir), params_dir, notebooks_dir, root)
+        try:
+            reasons = _own_reasons(n, read_provenance(n, results_dir), params_dir, notebooks_dir, root, tracked)
+        except DataFormatError as exc:
+            reasons = [f"its provenance.json is unreadable: {exc}"]
+        journal = pending_swap(n)
+        if journal is not None:
+            reasons.insert(
+                0,
+                f"a run was cut while replacing figures/{n} and results/{n} ({journal.name}; the next "
+                f"scp run {n} finishes it)",
+            )
         reasons += [f"it comes after {a}, which is stale" for a in decls[n].after if out.get(a)]
         out[n] = reasons
     return {n: out[n] for n in order(names, depends(decls))}

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 
 from scp.errors import DataFormatError, InputError, MissingFileError, SCPError
-from scp.io import file_above
+from scp.io import exclusive_lock, file_above
 from scp.paths import NOTEBOOKS, PARAMS, ROOT, RUNS
 from scp.suite.cli_args import DESCRIPTION, add_subparser, configure
 
@@ -697,19 +697,146 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def _replace_whole(new: Path, old: Path) -> None:
-    """Put folder ``new`` where ``old`` is, so ``old`` holds only what one run wrote (files of an earlier run that
-    this one no longer writes go); ``old`` is moved aside first and removed last."""
-    aside = old.with_name(f".{old.name}.replaced")
-    if aside.exists():
-        shutil.rmtree(aside)
-    if old.exists():
-        old.rename(aside)
-    if new.exists():
-        old.parent.mkdir(parents=True, exist_ok=True)
-        new.rename(old)
-    if aside.exists():
-        shutil.rmtree(aside)
+OUTPUTS = ("figures", "results")
+"""The folders of the checkout a run into it replaces, ``figures/NAME`` and ``results/NAME``, as one step."""
+
+
+def _lock_file(name: str) -> Path:
+    """The lock a run into the checkout (or a ``--check``) holds on one notebook: ``runs/.locks/NAME.lock``."""
+    return RUNS / ".locks" / f"{name}.lock"
+
+
+def _journal(name: str) -> Path:
+    """The swap journal: present while ``figures/NAME`` and ``results/NAME`` are being replaced by the folders
+    staged under ``runs/scratch/NAME`` (:func:`_swap_in`)."""
+    return RUNS / "scratch" / f"{name}.swap.json"
+
+
+def pending_swap(name: str) -> Path | None:
+    """The journal of a replacement of ``figures/NAME`` and ``results/NAME`` that a killed run left unfinished
+    (the next run into the checkout finishes it), or ``None``."""
+    journal = _journal(name)
+    return journal if journal.exists() else None
+
+
+def _aside(kind: str, name: str) -> Path:
+    return ROOT / kind / f".{name}.replaced"
+
+
+def output_hashes(name: str, root: Path | None = None) -> dict[str, str]:
+    """``{"figures/NAME/…" or "results/NAME/…": sha256}`` of every file under ``root``'s (default: the checkout's)
+    ``figures/NAME`` and ``results/NAME``, except ``results/NAME/provenance.json``, which records them."""
+    from scp.lineage import sha256
+
+    root = Path(root or ROOT)
+    out = {}
+    for kind in OUTPUTS:
+        folder = root / kind / name
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
+            shown = path.relative_to(root).as_posix()
+            if path.is_file() and shown != f"results/{name}/provenance.json":
+                out[shown] = sha256(path)
+    return out
+
+
+def _record_output_hashes(name: str, root: Path) -> None:
+    """Write :func:`output_hashes` into ``root/results/NAME/provenance.json`` as ``outputs`` (``--status`` then
+    finds a missing or changed output)."""
+    from scp.io import read_json, write_json
+
+    path = root / "results" / name / "provenance.json"
+    prov = read_json(path, f"results/{name}/provenance.json")
+    prov["outputs"] = output_hashes(name, root)
+    write_json(prov, path)
+
+
+def _swap_in(name: str, scratch: Path) -> None:
+    """Replace ``figures/NAME`` and ``results/NAME`` by those staged under ``scratch`` as one recoverable step:
+    a journal naming the swap is written first, then each old folder is moved aside and each new one into its
+    place, then the journal and the old folders go.  A run killed in between leaves the journal, and the next
+    run into the checkout finishes the swap (:func:`_finish_swap`); ``--status`` reports it meanwhile."""
+    from scp.io import write_json
+
+    for kind in OUTPUTS:  # the old folders of a swap that finished but was cut before removing them
+        if _aside(kind, name).exists():
+            shutil.rmtree(_aside(kind, name))
+    write_json(
+        {"notebook": name, "staged": {kind: (scratch / kind / name).is_dir() for kind in OUTPUTS}}, _journal(name)
+    )
+    _finish_swap(name)
+
+
+def _finish_swap(name: str) -> bool:
+    """Finish the swap of ``figures/NAME`` and ``results/NAME`` whose journal exists (moving each old folder aside
+    unless it is already, and each staged one into place unless it is already), then remove the journal, the old
+    folders and the scratch folder; True when there was one.  Without a journal, only old folders left aside by
+    a finished swap are removed."""
+    from scp.io import read_json
+
+    journal = _journal(name)
+    if not journal.exists():
+        for kind in OUTPUTS:
+            if _aside(kind, name).exists():
+                shutil.rmtree(_aside(kind, name))
+        return False
+    staged = read_json(journal, f"the swap journal {_show(journal)}").get("staged")
+    if not isinstance(staged, dict) or any(not isinstance(staged.get(kind), bool) for kind in OUTPUTS):
+        raise DataFormatError(
+            f"the swap journal {_show(journal)} names no staged folders; move it and the folders aside"
+        )
+    scratch = RUNS / "scratch" / name
+    for kind in OUTPUTS:
+        new, place, aside = scratch / kind / name, ROOT / kind / name, _aside(kind, name)
+        if staged[kind] and not new.exists():
+            continue  # already in place
+        if place.exists():
+            if aside.exists():
+                raise RunnerError(
+                    f"cannot finish the swap of {_show(journal)}: {_show(place)} and {_show(aside)} both exist; "
+                    "keep the one you want as the first and remove the journal"
+                )
+            place.rename(aside)
+        if staged[kind]:
+            place.parent.mkdir(parents=True, exist_ok=True)
+            new.rename(place)
+    journal.unlink()
+    for kind in OUTPUTS:
+        if _aside(kind, name).exists():
+            shutil.rmtree(_aside(kind, name))
+    shutil.rmtree(scratch, ignore_errors=True)
+    return True
+
+
+def record_outputs(names: Sequence[str] | None = None) -> list[str]:
+    """Write the sha256 of every file under ``figures/NAME`` and ``results/NAME`` into ``results/NAME/
+    provenance.json`` (its ``outputs``), for results committed before a run recorded them; only from committed
+    files: refuses (:class:`~scp.errors.InputError`) while git shows a change under those folders other than
+    the provenance files.  ``names``: default every notebook with a provenance; returns those written."""
+    names = (
+        [n for n in notebook_names() if (ROOT / "results" / n / "provenance.json").is_file()]
+        if names is None
+        else list(names)
+    )
+    for n in names:
+        _notebook_path(n)
+        if not (ROOT / "results" / n / "provenance.json").is_file():
+            raise MissingFileError(f"no results/{n}/provenance.json to record the outputs of: run the notebook")
+    changed = [
+        path
+        for path in _uncommitted(ROOT, *(f"{kind}/{n}" for n in names for kind in OUTPUTS))
+        if not path.endswith("/provenance.json")
+    ]
+    if changed:
+        raise InputError(
+            f"outputs with uncommitted changes ({_listed(changed)}): only committed outputs are recorded; commit or "
+            "restore them first"
+        )
+    with ExitStack() as held:
+        for n in names:
+            held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
+        for n in names:
+            _record_output_hashes(n, ROOT)
+    return names
 
 
 @dataclass
@@ -744,14 +871,38 @@ def plan(names: Sequence[str], force: bool = False) -> Plan:
     return Plan(run=runs, skip=[n for n in todo if n not in runs])
 
 
-def _check_dirty(allow_dirty: bool) -> None:
-    from scp.suite.notebook import git_commit
+def _listed(paths: Sequence[str], limit: int = 10) -> str:
+    return ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
-    git = git_commit(ROOT)
-    if git["dirty"] and not allow_dirty:
+
+def _uncommitted(root: Path, *pathspecs: str) -> list[str]:
+    """Every path under ``pathspecs`` (default: the whole checkout) that ``git status`` reports: modified, deleted,
+    renamed or staged tracked files and untracked files that are not ignored; empty when git is not available."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all", "--", *(pathspecs or (".",))],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line[3:] for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def _check_dirty(allow_dirty: bool) -> None:
+    """Refuse (:class:`~scp.errors.InputError`) a run into the checkout while git shows any uncommitted change:
+    code, parameters, ``*.md`` text, an edited or deleted file under ``figures/`` or ``results/`` (an earlier
+    run's uncommitted results too), an untracked file that is not ignored; unless ``allow_dirty``."""
+    changed = _uncommitted(ROOT)
+    if changed and not allow_dirty:
         raise InputError(
-            f"the checkout has uncommitted changes ({', '.join(git['changed'])}): committed results are made from a "
-            "clean tree; commit or stash them, or pass --allow-dirty (the provenance then says dirty: true)"
+            f"the checkout has uncommitted changes ({_listed(changed)}): committed results are made from a clean "
+            "tree, figures/, results/ and *.md included; commit or stash them (an earlier run's results too), or pass "
+            "--allow-dirty (the provenance says dirty: true when the change is to code or parameters)"
         )
 
 
@@ -903,79 +1054,86 @@ def run(
         raise InputError(
             "-p changes what a notebook computes: give --out DIR, so the committed results stay as they are"
         )
-    reasons = {n: [] for n in todo}
-    started, started_at, skipped = time.perf_counter(), _now(), []
-    if committed:
-        _check_dirty(allow_dirty)
-        chosen = plan(todo, force)
-        skipped = chosen.skip
-        for n in chosen.skip:
-            echo(f"[skip] {n}: up to date (its inputs equal those results/{n}/provenance.json records)", flush=True)
-        reasons = chosen.run
-        todo = list(chosen.run)
-    env = (
-        {}
-        if "OMP_NUM_THREADS" in os.environ or jobs <= 1
-        else {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
-    )
-    tmp = tempfile.TemporaryDirectory(prefix="scp-smoke-") if smoke and out_dir is None else nullcontext(out_dir)
-    executed: dict[str, Path] = {}
-    reports: dict[str, Any] = {}
-    with tmp as target:
-        runs_dir = Path(target).resolve() / "runs" if target is not None else RUNS
-        total = len(todo)
+    with ExitStack() as held:
+        if committed or check:  # one writer per notebook: a second run of it is refused while this one runs
+            for n in todo:
+                held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
+            for n in todo:
+                if _finish_swap(n):
+                    echo(f"[recover] {n}: finished replacing figures/{n} and results/{n} (a run was cut during it)")
+        reasons = {n: [] for n in todo}
+        started, started_at, skipped = time.perf_counter(), _now(), []
+        if committed:
+            _check_dirty(allow_dirty)
+            chosen = plan(todo, force)
+            skipped = chosen.skip
+            for n in chosen.skip:
+                echo(f"[skip] {n}: up to date (its inputs equal those results/{n}/provenance.json records)", flush=True)
+            reasons = chosen.run
+            todo = list(chosen.run)
+        env = (
+            {}
+            if "OMP_NUM_THREADS" in os.environ or jobs <= 1
+            else {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // jobs))}
+        )
+        tmp = tempfile.TemporaryDirectory(prefix="scp-smoke-") if smoke and out_dir is None else nullcontext(out_dir)
+        executed: dict[str, Path] = {}
+        reports: dict[str, Any] = {}
+        with tmp as target:
+            runs_dir = Path(target).resolve() / "runs" if target is not None else RUNS
+            total = len(todo)
 
-        def work(name: str) -> None:
-            i = todo.index(name) + 1
-            mine = mine_of[name]
-            extra = "".join(f" {k}={v!r}" for k, v in mine.items())
-            why = f"; stale: {'; '.join(reasons[name])}" if committed else ""
-            mode = "smoke" if smoke else "check" if check else "full"
-            echo(f"[{i}/{total}] running {name} ({mode} parameters{extra}{why}) ...", flush=True)
-            t0 = time.perf_counter()
-            scratch = RUNS / ("check" if check else "scratch") / name if (committed or check) else None
-            if scratch is not None and scratch.exists():
-                shutil.rmtree(scratch)
-            dest = scratch if scratch is not None else target
-            copy = RUNS / "smoke" / f"{name}.ipynb" if smoke and out_dir is None else None
-            if committed:
-                copy = RUNS / f"{name}.ipynb"
-            try:
-                executed[name] = run_notebook(
-                    name, smoke=smoke, out_dir=dest, params=mine, executed=copy, runs_dir=runs_dir
-                )
-                undeclared = _finished(
-                    name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check
-                )
-                for problem in undeclared:
-                    echo(f"[{i}/{total}] warning: {problem}", flush=True)
-                if committed:
-                    for kind in ("figures", "results"):
-                        _replace_whole(scratch / kind / name, ROOT / kind / name)
+            def work(name: str) -> None:
+                i = todo.index(name) + 1
+                mine = mine_of[name]
+                extra = "".join(f" {k}={v!r}" for k, v in mine.items())
+                why = f"; stale: {'; '.join(reasons[name])}" if committed else ""
+                mode = "smoke" if smoke else "check" if check else "full"
+                echo(f"[{i}/{total}] running {name} ({mode} parameters{extra}{why}) ...", flush=True)
+                t0 = time.perf_counter()
+                scratch = RUNS / ("check" if check else "scratch") / name if (committed or check) else None
+                if scratch is not None and scratch.exists():
                     shutil.rmtree(scratch)
-            except RunnerError:
-                echo(f"[{i}/{total}] {name} failed after {time.perf_counter() - t0:.1f} s", flush=True)
-                raise
-            echo(
-                f"[{i}/{total}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}", flush=True
-            )
-            if check:
-                from scp.suite.check import compare
-                from scp.suite.graph import declared as declared_of
+                dest = scratch if scratch is not None else target
+                copy = RUNS / "smoke" / f"{name}.ipynb" if smoke and out_dir is None else None
+                if committed:
+                    copy = RUNS / f"{name}.ipynb"
+                try:
+                    executed[name] = run_notebook(
+                        name, smoke=smoke, out_dir=dest, params=mine, executed=copy, runs_dir=runs_dir
+                    )
+                    undeclared = _finished(
+                        name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check
+                    )
+                    for problem in undeclared:
+                        echo(f"[{i}/{total}] warning: {problem}", flush=True)
+                    if committed:
+                        _record_output_hashes(name, scratch)
+                        _swap_in(name, scratch)
+                except RunnerError:
+                    echo(f"[{i}/{total}] {name} failed after {time.perf_counter() - t0:.1f} s", flush=True)
+                    raise
+                echo(
+                    f"[{i}/{total}] {name} done in {time.perf_counter() - t0:.1f} s -> {_show(executed[name])}",
+                    flush=True,
+                )
+                if check:
+                    from scp.suite.check import compare
+                    from scp.suite.graph import declared as declared_of
 
-                report = compare(ROOT / "results" / name, scratch / "results" / name, declared_of(name).tolerance)
-                reports[name] = report
-                echo(f"[check] {name}: {report.summary()}", flush=True)
+                    report = compare(ROOT / "results" / name, scratch / "results" / name, declared_of(name).tolerance)
+                    reports[name] = report
+                    echo(f"[check] {name}: {report.summary()}", flush=True)
 
-        with _environment(**env):
-            _schedule(todo, jobs, work, echo)
-    if committed:
-        record = _record_suite_run(started_at, time.perf_counter() - started, jobs, list(executed), skipped)
-        echo(f"[suite] {len(executed)} run, {len(skipped)} up to date, in {record['wall_s']:.1f} s", flush=True)
-    failed = [n for n, r in reports.items() if not r.ok]
-    if failed:
-        raise RunnerError(f"--check: {', '.join(failed)} differ from the committed results beyond their tolerance")
-    return executed
+            with _environment(**env):
+                _schedule(todo, jobs, work, echo)
+        if committed:
+            record = _record_suite_run(started_at, time.perf_counter() - started, jobs, list(executed), skipped)
+            echo(f"[suite] {len(executed)} run, {len(skipped)} up to date, in {record['wall_s']:.1f} s", flush=True)
+        failed = [n for n, r in reports.items() if not r.ok]
+        if failed:
+            raise RunnerError(f"--check: {', '.join(failed)} differ from the committed results beyond their tolerance")
+        return executed
 
 
 # --------------------------------------------------------------------------------------------------- CLI
@@ -999,8 +1157,14 @@ def _cli(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise InputError(f"-j expects a positive number of notebooks at once, not {args.jobs}")
     if args.status:
+        from scp.data.datasets import DATA_DIR_ENV
         from scp.suite.graph import status
 
+        if not os.environ.get(DATA_DIR_ENV):
+            print(
+                f"note: {DATA_DIR_ENV} is not set, so no data file is checked: the loaders look for datasets under "
+                f"${DATA_DIR_ENV} and, without it, only on the Hugging Face hub (make sets it to ../shared/data)"
+            )
         wanted = None if "all" in names else names
         for name, reasons in status(wanted).items():
             print(f"{name}: {'stale: ' + '; '.join(reasons) if reasons else 'up to date'}")
