@@ -2,9 +2,11 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -156,7 +158,7 @@ def test_skip_bad_writes_error_records_and_the_cli_exits_2_otherwise(tmp_path, p
     out = read_jsonl(tmp_path / "out.jsonl")
     assert (summary.total, summary.written, summary.errors) == (4, 4, 2)
     assert out[1] == {"id": 2, "error": "line 2: missing 'question' (or 'query')"}
-    assert out[2]["id"] == 4 and out[2]["error"].startswith("line 4: the record is not valid JSON")  # the blank line 3 is skipped
+    assert out[2]["id"] == 4 and out[2]["error"].startswith("line 4: the record is not valid JSON")  # line 3 blank
     assert len(out[0]["kept_indices"]) == 1 and out[3]["id"] == "g" and out[3]["scores"] == out[0]["scores"]
     # the command line: one line on stderr, exit code 2, nothing written
     monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
@@ -631,3 +633,115 @@ def test_numpy_criteria_are_written_as_the_python_numbers_they_hold(tmp_path, pr
         r"'keep_ratio=0.30000001192092896' → 'keep_ratio=0.3'\)",
     ):
         batch.prune_jsonl(src, f32, pruner=pruner, keep_ratio=0.3, progress=False)
+
+
+# ------------------------------------------- issue 25: output paths, bounded input, a rewritten input, slow records
+
+
+def test_a_linked_dangling_or_socket_output_is_refused_and_nothing_is_made_at_a_link_target(
+    tmp_path, pruner, records, calls
+):
+    import socket
+
+    src = write_jsonl(tmp_path / "in.jsonl", records[:2])
+    (tmp_path / "notes.jsonl").write_text("my notes\n")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "notes.jsonl")
+    (tmp_path / "dangling.jsonl").symlink_to(tmp_path / "elsewhere" / "deep" / "out.jsonl")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    refused = {"link.jsonl": "a symbolic link to", "dangling.jsonl": "which does not exist", "sock": "a socket"}
+    for name, words in refused.items():
+        with pytest.raises(SCPError, match=f"output {tmp_path / name} is .*{words}"):
+            batch.prune_jsonl(src, tmp_path / name, pruner=pruner, top_k=1, progress=False)
+    (tmp_path / "out.jsonl.settings.json").symlink_to(tmp_path / "notes.jsonl")
+    with pytest.raises(SCPError, match="the settings file of the output .*out.jsonl.settings.json is a symbolic link"):
+        batch.prune_jsonl(src, tmp_path / "out.jsonl", pruner=pruner, top_k=1, progress=False)
+    assert calls == [] and not (tmp_path / "elsewhere").exists()  # no folder made at the dangling link's target
+    assert (tmp_path / "notes.jsonl").read_text() == "my notes\n" and "out.jsonl" not in files_in(tmp_path)
+
+
+DEEP = '{"question": "q", "sentences": ["A b."], "x": ' + "[" * 50_000 + "]" * 50_000 + "}"
+
+
+def test_a_deeply_nested_record_is_a_bad_record_not_a_crash(tmp_path, pruner, records, calls):
+    src = write_jsonl(tmp_path / "in.jsonl", [records[0], DEEP, records[1]])
+    with pytest.raises(DataFormatError, match=r"in.jsonl line 2: the record nests lists or objects deeper than 64"):
+        batch.prune_jsonl(src, tmp_path / "out.jsonl", pruner=pruner, top_k=1, progress=False)
+    assert calls == [] and not (tmp_path / "out.jsonl").exists()
+    summary = batch.prune_jsonl(src, tmp_path / "out.jsonl", pruner=pruner, top_k=1, skip_bad=True, progress=False)
+    out = read_jsonl(tmp_path / "out.jsonl")
+    assert (summary.written, summary.errors) == (3, 1) and out[1]["id"] == 2 and "deeper than 64" in out[1]["error"]
+
+
+def test_a_damaged_settings_file_is_named_as_the_cause(tmp_path, pruner, records, calls, cache, monkeypatch, capsys):
+    """Deeply nested, truncated, or edited (a record's hash, the input's): one line saying the settings file is
+    damaged, never a RecursionError or 'the record with id … changed'; the output and settings left as they were."""
+    src, dst = write_jsonl(tmp_path / "in.jsonl", records[:3]), tmp_path / "out.jsonl"
+    batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
+    settings = tmp_path / "out.jsonl.settings.json"
+    good, output = json.loads(settings.read_text()), dst.read_bytes()
+    calls.clear()
+    write_jsonl(src, records[:4])  # a record appended: the resume compares the stored hashes of the pruned ones
+    edited_record = {**good, "records": [[rid, "0" * 16] for rid, _ in good["records"]]}
+    edited_input = {**good, "input": {**good["input"], "sha256": "0" * 64}}
+    monkeypatch.setenv("SCP_CACHE_DIR", str(cache))
+    argv = ["prune", "--checkpoint", str(CHECKPOINT), "--input", str(src), "--output", str(dst), "--top-k", "1"]
+    for content, words in (
+        ('{"records": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests lists or objects deeper than 64 levels"),
+        (json.dumps(good)[:-20], "is not valid JSON"),
+        (json.dumps(edited_record), "does not match the checksum written with it"),
+        (json.dumps(edited_input), "does not match the checksum written with it"),
+    ):
+        settings.write_text(content)
+        with pytest.raises(SCPError, match=f"settings file {settings} .*{words}.*cannot be resumed safely") as caught:
+            batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
+        assert "damaged" in str(caught.value) and "changed since it was pruned" not in str(caught.value)
+        assert "damaged" in one_line_error(argv + ["--n-permutations", str(M), "--no-progress"], capsys)
+        assert settings.read_text() == content and dst.read_bytes() == output
+    assert calls == []
+
+
+def test_an_input_rewritten_while_it_is_pruned_is_refused_and_the_settings_describe_what_was_pruned(
+    tmp_path, pruner, records, monkeypatch
+):
+    src, dst = write_jsonl(tmp_path / "in.jsonl", records[:4]), tmp_path / "out.jsonl"
+    changed = [records[0], records[1], {**records[2], "question": "Another question?"}, records[3]]
+    original = pruner.prune
+
+    def rewrite_after_the_first(q, *args, **kwargs):
+        if q == question(records[0]):
+            write_jsonl(src, changed)  # after the check, before line 3 is read for pruning
+        return original(q, *args, **kwargs)
+
+    monkeypatch.setattr(pruner, "prune", rewrite_after_the_first)
+    with pytest.raises(DataFormatError, match=r"in.jsonl changed while it was being pruned: line 3 is not") as caught:
+        batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False)
+    assert "2 records written before it" in str(caught.value)
+    lines, stored = read_jsonl(dst), json.loads((tmp_path / "out.jsonl.settings.json").read_text())
+    assert len(lines) == 2  # lines 1 and 2 are the same in both versions; nothing of the new line 3
+    digests = {json.dumps(rid): digest for rid, digest in stored["records"]}
+    for record, line in zip(records[:2], lines):
+        assert digests[json.dumps(line["id"])] == batch._digest(json.dumps(record).encode())
+    monkeypatch.setattr(pruner, "prune", original)
+    assert batch.prune_jsonl(src, dst, pruner=pruner, top_k=1, progress=False).already_done == 2  # resumed
+    batch.prune_jsonl(src, tmp_path / "fresh.jsonl", pruner=pruner, top_k=1, progress=False)
+    assert dst.read_bytes() == (tmp_path / "fresh.jsonl").read_bytes()
+
+
+def test_a_slow_record_prints_a_line_every_few_seconds(tmp_path, pruner, records, monkeypatch, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", [records[0], {**records[1], "id": "slow"}])
+    original = pruner.prune
+
+    def slow(q, *args, **kwargs):
+        if q == question(records[1]):
+            time.sleep(0.5)
+        return original(q, *args, **kwargs)
+
+    monkeypatch.setattr(pruner, "prune", slow)
+    monkeypatch.setattr(batch, "HEARTBEAT_SECONDS", 0.1)
+    batch.prune_jsonl(src, tmp_path / "out.jsonl", pruner=pruner, top_k=1, progress=False)
+    beats = [line for line in capsys.readouterr().err.splitlines() if line.startswith("scp prune: ")]
+    assert len(beats) >= 2
+    assert all(re.fullmatch(r"scp prune: line 2 \(id 'slow'\) has been pruned for \d+s", b) for b in beats), beats
+    batch.prune_jsonl(src, tmp_path / "quiet.jsonl", pruner=pruner, top_k=1, progress=False, heartbeat=False)
+    assert "has been pruned" not in capsys.readouterr().err
