@@ -18,6 +18,7 @@ looked up in the local Hugging Face cache and otherwise downloaded, which needs 
 from __future__ import annotations
 
 import abc
+import errno
 import functools
 import hashlib
 import importlib.util
@@ -26,6 +27,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -40,7 +42,7 @@ from tqdm.auto import tqdm
 
 from scp.data.text import as_text_list, word_tokens
 from scp.devices import default_device
-from scp.errors import CacheDirectoryError, InputError, ModelUnavailableError
+from scp.errors import CacheDirectoryError, DataFormatError, InputError, ModelUnavailableError
 from scp.io import atomic_open
 
 T = TypeVar("T")
@@ -599,7 +601,14 @@ class EmbeddingCache:
     (truncated, wrong checksum, wrong id, wrong shape or dim, non-finite values) triggers a
     :class:`CacheCorruptionWarning`, is deleted and its texts count as missing.  Beyond ``max_shards``
     shards, they are merged into one.  A ``cache_dir`` that is (or lies under) a regular file raises
-    :class:`~scp.errors.CacheDirectoryError` here, before any work.
+    :class:`~scp.errors.CacheDirectoryError` here, before any work; a shard path that is not a regular file (a
+    folder, a FIFO, a symbolic link…) is never opened for reading (``O_NONBLOCK | O_NOFOLLOW``, then ``fstat``) and
+    raises :class:`~scp.errors.DataFormatError` naming it, since it cannot be replaced safely: remove it.
+
+    The checksum detects damage (a truncated or altered shard), not tampering: whoever can write to the cache folder
+    can write a shard whose checksum matches and so choose the vector any text gets.  Keep the cache writable only by
+    those you would let change the code, and start with an empty one (a fresh ``SCP_CACHE_DIR``) rather than reuse a
+    cache from elsewhere.
     """
 
     def __init__(
@@ -625,7 +634,7 @@ class EmbeddingCache:
         return hashlib.sha256(self.embedder_id.encode("utf-8") + b"\0" + keys.tobytes() + vectors.tobytes()).hexdigest()
 
     def _read_shard(self, path: Path) -> tuple[np.ndarray, np.ndarray]:
-        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
+        with _open_regular(path) as f, np.load(f, allow_pickle=False) as z:
             stored_id, keys, vectors, checksum = str(z["id"]), z["keys"], z["vectors"], str(z["checksum"])
         if stored_id != self.embedder_id:
             raise InputError(f"it belongs to embedder {stored_id!r}")
@@ -650,6 +659,8 @@ class EmbeddingCache:
                     keys, vectors = self._read_shard(path)
                 except FileNotFoundError:  # merged away by a concurrent writer
                     continue
+                except DataFormatError:  # not a regular file: nothing to delete safely, the user removes it
+                    raise
                 except Exception as error:  # anything unreadable is corrupt: never use it
                     warnings.warn(
                         f"embedding cache shard {path} is corrupted ({type(error).__name__}: {error}); "
@@ -708,6 +719,31 @@ class EmbeddingCache:
                 checksum=np.array(self._checksum(keys, vectors)),
             )
         return path
+
+
+_KINDS = {stat.S_IFDIR: "folder", stat.S_IFIFO: "FIFO (named pipe)", stat.S_IFSOCK: "socket", stat.S_IFLNK: "link"}
+
+
+def _open_regular(path: Path):
+    """``path`` opened for binary reading when it is a regular file, without blocking on a FIFO or following a
+    symbolic link; anything else is a :class:`~scp.errors.DataFormatError` saying to remove it."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+        kind = "symbolic link"
+    else:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            return os.fdopen(fd, "rb")
+        os.close(fd)
+        kind = _KINDS.get(stat.S_IFMT(mode), "special file")
+    raise DataFormatError(
+        f"embedding cache shard {path} is a {kind}, not a file the cache wrote: remove it (rm -r '{path}') and run "
+        "again (its texts are re-encoded)"
+    )
 
 
 class CachedEmbedder(Embedder):

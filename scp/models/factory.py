@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from scp.core.memory import check_memory, format_bytes
 from scp.errors import InputError
 from scp.models import checkpoint
 from scp.models.config import TrainConfig, _is_int, _is_number, config_problems
@@ -19,9 +20,45 @@ from scp.models.value_net import ConvexDeepSets, DeepSetsValue
 CHECKPOINT_FORMAT = (
     "scp-checkpoint-v2"  # v2: content checksum verified on load; a safetensors file (scp.models.checkpoint)
 )
+MAX_PARAMETER_BYTES = 2 << 30
+"""The most parameter memory a network built from a config may hold: 2 GiB, far above any real config (the paper's
+network holds 12 MiB, the shipped one 1.6 MiB), so a config asking for more is a mistake or a forgery."""
 
 
-def build_model(config: TrainConfig, embed_dim: int) -> nn.Module:
+def parameter_count(config: TrainConfig, embed_dim: int) -> tuple[int, int]:
+    """(parameters, bytes) of the network ``config`` describes on ``embed_dim``-d embeddings, counted on torch's meta
+    device: nothing is allocated, however large the sizes."""
+    with torch.device("meta"):
+        model = _network(config, embed_dim)
+    params = list(model.parameters())
+    return sum(p.numel() for p in params), sum(p.numel() * p.element_size() for p in params)
+
+
+def build_model(config: TrainConfig, embed_dim: int, source: str = "this config") -> nn.Module:
+    """The network ``config`` describes on ``embed_dim``-d embeddings, built only when ``embed_dim`` is an integer
+    ≥ 1 and its parameters (:func:`parameter_count`) fit in :data:`MAX_PARAMETER_BYTES` and in the memory
+    available; otherwise one :class:`InputError` naming the bytes it would need (``source`` names the config in
+    it, e.g. the checkpoint it came from)."""
+    if not _is_int(embed_dim) or embed_dim < 1:
+        raise InputError(f"{source}: embed_dim must be an integer ≥ 1; got {embed_dim!r}")
+    n_params, n_bytes = parameter_count(config, embed_dim)
+    sizes = ", ".join(
+        f"{k} {getattr(config, k):,}"
+        for k in ("hidden", "latent", "width", "heads", "layers", "n_inducing")
+        if k in ("hidden", "latent") or config.model.startswith("context")
+    )
+    what = f"the {config.model!r} network of {source} ({sizes}, embed_dim {embed_dim:,}) holds {n_params:,} parameters"
+    if n_bytes > MAX_PARAMETER_BYTES:
+        raise InputError(
+            f"{what}, {format_bytes(n_bytes)}: more than the {format_bytes(MAX_PARAMETER_BYTES)} a network may hold "
+            "(scp.models.factory.MAX_PARAMETER_BYTES); no real config is that large: use smaller sizes, or retrain "
+            "the checkpoint if it came from one"
+        )
+    check_memory(n_bytes, what + " and", "use smaller sizes")
+    return _network(config, embed_dim)
+
+
+def _network(config: TrainConfig, embed_dim: int) -> nn.Module:
     common = dict(
         embed_dim=embed_dim, query_mode=config.query_mode, n_extra=len(config.features), dropout=config.dropout
     )
@@ -60,7 +97,7 @@ def load_checkpoint(path: str | os.PathLike, embedder_id: str | None = None, emb
     if embed_dim is not None and embed_dim != ckpt["embed_dim"]:
         raise InputError(f"checkpoint {path} expects {ckpt['embed_dim']}-d embeddings, got {embed_dim}-d")
     config = TrainConfig(**ckpt["config"])
-    model = build_model(config, ckpt["embed_dim"])
+    model = build_model(config, ckpt["embed_dim"], source=f"checkpoint {path}")
     load_weights(model, ckpt["weights"], path)
     return model.eval(), config, ckpt
 

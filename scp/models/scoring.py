@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from scp.core.estimators import estimate, get_estimator
+from scp.core.estimators import check_result, estimate, get_estimator
 from scp.core.permutations import derive_seed
 from scp.core.result import ShapleyResult
+from scp.core.selection import is_integer
 from scp.data.features import Context, collate
 from scp.devices import eval_mode, resolve_device
 from scp.errors import InputError
@@ -61,6 +62,8 @@ def score_contexts(
     """
     contexts = list(contexts)
     entry = get_estimator(estimator)
+    if not is_integer(batch_size) or batch_size < 1:
+        raise InputError(f"batch_size (contexts per batched call) must be an integer ≥ 1; got {batch_size!r}")
     if per_context is not None and len(per_context) != len(contexts):
         raise InputError(f"got {len(per_context)} per-context option sets for {len(contexts)} contexts")
     if device is not None:
@@ -95,8 +98,12 @@ def score_contexts(
                     budget=budget,
                     **{**options, **_gathered(per_context, idx)},
                 )
+                if len(results) != len(idx):
+                    raise InputError(
+                        f"estimator {entry.name!r} returned {len(results)} results for a batch of {len(idx)} contexts"
+                    )
                 for i, result in zip(idx, results):
-                    out[i] = result
+                    out[i] = check_result(result, contexts[i].n_units, entry.name)
             else:
                 for i, c in zip(idx, chunk):
                     game = ValueNetGame(model, c.units.to(dev), c.query.to(dev), c.extra.to(dev), cache_psi=True)

@@ -22,6 +22,9 @@ from scp.errors import InputError
 
 QUERY_MODES = ("member", "product", "concat", "product_concat")
 OUTPUTS = ("sigmoid", "clip")
+TRAINED_WEIGHT_SCALE = 1e3
+"""Weights beyond this magnitude are not a trained network's (the shipped ones stay below about 1.05): when ψ
+overflows on such weights, the message blames the checkpoint, not the embeddings."""
 
 
 def mlp(sizes: list[int], dropout: float, layer_norm: bool = True) -> nn.Sequential:
@@ -83,12 +86,24 @@ class SetValueNet(nn.Module):
         else:
             base = h.new_zeros(h.shape[0], h.shape[-1])
         if not (torch.isfinite(h).all() and torch.isfinite(base).all()):
-            scale = max(units.detach().abs().max().item(), query.detach().abs().max().item())
-            raise InputError(
-                f"the value network overflowed: ψ is not finite for inputs of magnitude up to {scale:.3g} "
-                f"in {h.dtype}; embeddings must be on the scale the network was trained on (e.g. unit norm)"
-            )
+            raise InputError(self._overflow_message(units, query, h.dtype))
         return h, base
+
+    def _overflow_message(self, units: torch.Tensor, query: torch.Tensor, dtype: torch.dtype) -> str:
+        """Why ψ is not finite: weights beyond :data:`TRAINED_WEIGHT_SCALE` (the checkpoint), else the inputs."""
+        scale = max(units.detach().abs().max().item(), query.detach().abs().max().item())
+        largest, name = max((float(p.detach().abs().max()), n) for n, p in self.named_parameters())
+        start = f"the value network overflowed: ψ is not finite in {dtype} for inputs of magnitude up to {scale:.3g}"
+        if largest > TRAINED_WEIGHT_SCALE:
+            return (
+                f"{start}, because its weights are not a trained network's: {name} holds values up to {largest:.3g} "
+                f"(above {TRAINED_WEIGHT_SCALE:g}); the checkpoint is damaged or altered: retrain it or restore a "
+                "good copy"
+            )
+        return (
+            f"{start} (its largest weight is {largest:.3g}); embeddings must be on the scale the network was "
+            "trained on (e.g. unit norm)"
+        )
 
     def unit_psi(self, units, query, extra, mask) -> torch.Tensor:
         """ψ(x_c) for every unit (b, n, L); context-conditioned networks override this with ψ(x_c | C)."""

@@ -54,6 +54,21 @@ def _check_checkpoint_use(method: str, checkpoint) -> None:
         )
 
 
+def _check_exact_sizes(examples, dataset: str) -> None:
+    """``--estimator exact`` on every context of ``examples``, checked by counting units before any is embedded."""
+    from scp.core.enumeration import DEFAULT_EXACT_LIMIT
+
+    longest = max(examples, key=lambda ex: ex.n_units)
+    if longest.n_units > DEFAULT_EXACT_LIMIT:
+        too_long = sum(ex.n_units > DEFAULT_EXACT_LIMIT for ex in examples)
+        raise InputError(
+            f"--estimator exact enumerates 2^n coalitions and takes contexts of at most {DEFAULT_EXACT_LIMIT} units; "
+            f"{too_long} of the {len(examples)} {dataset} contexts have more (example {longest.id!r}: "
+            f"{longest.n_units} units, 2^{longest.n_units} = {2**longest.n_units:,} coalitions): use --estimator "
+            "monte_carlo or adaptive, or --data with shorter contexts"
+        )
+
+
 def _check_pointwise_options(checkpoint, model: str, control_variate, adaptive) -> None:
     """A pointwise checkpoint scores each unit exactly: Monte-Carlo options do not apply to it."""
     from scp.models.config import POINTWISE
@@ -306,6 +321,8 @@ def run_eval(
     if split not in (None, "all"):
         examples = split_examples(examples, split)
     examples = examples if limit is None else examples[:limit]
+    if examples and estimator is not None and name == "exact":
+        _check_exact_sizes(examples, dataset)
     if units is None:
         units = config.unit_repr if config is not None else "sentence"
     with_title = units == "title"

@@ -12,14 +12,17 @@ the same context gets the same values here, in ``scp eval`` and in a notebook, w
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
+from scp.core.enumeration import DEFAULT_EXACT_LIMIT, check_exact_players
 from scp.core.estimators import get_estimator
 from scp.core.fast_path import CONTROL_VARIATES
+from scp.core.permutations import check_flag, check_permutation_count, resolve_seed
 from scp.core.result import ShapleyResult
-from scp.core.selection import check_criterion, keep_count
+from scp.core.selection import check_criterion, is_integer, keep_count
 from scp.data.features import Context, build_contexts
 from scp.data.text import as_text_list, is_blank, split_sentences
 from scp.devices import resolve_device
@@ -55,7 +58,11 @@ class ShapleyPruner:
     ``control_variate`` and an adaptive budget do not apply to it and are refused (:class:`~scp.errors.InputError`).
     Sentences and titles are lists or tuples of str (a dict, a set or a str of titles is an
     :class:`~scp.errors.InputTypeError`); a sentence or query that is blank (:func:`scp.data.text.is_blank`: only
-    whitespace or invisible characters such as U+200B) is refused like an empty one.
+    whitespace or invisible characters such as U+200B) is refused like an empty one.  A context may hold at most
+    ``max_units`` sentences (default :data:`MAX_UNITS`); exact Shapley's player limit (``max_players``) is checked
+    before anything is embedded.  ``progress=True`` shows on stderr which step a call is in (embedding and
+    features, then scoring) with the embedder's own bar: a context of thousands of sentences takes minutes on a
+    CPU, most of it embedding them.
     """
 
     def __init__(
@@ -77,8 +84,21 @@ class ShapleyPruner:
         tolerance: float = 0.0,
         bound: str = "bernstein",
         control_variate: str | None = None,
+        progress: bool = False,
     ):
         name = get_estimator(estimator).name  # an unknown name is an error listing the registered ones
+        check_flag(antithetic, "antithetic")
+        check_flag(progress, "progress")
+        if not is_integer(max_units) or max_units < 1:
+            raise InputError(f"max_units must be an integer ≥ 1; got {max_units!r}")
+        if estimator_options is not None and not isinstance(estimator_options, Mapping):
+            raise InputTypeError(
+                f"estimator_options must be a dict of the estimator's options; got {type(estimator_options).__name__}"
+            )
+        if seed is not None:
+            resolve_seed(seed)  # a bad seed fails here, not at the first rank
+        if not isinstance(n_permutations, str):
+            check_permutation_count(n_permutations, antithetic)
         monte_carlo_family = name in ("monte_carlo", "adaptive")
         if control_variate is not None and (control_variate not in CONTROL_VARIATES or not monte_carlo_family):
             raise InputError(
@@ -104,7 +124,7 @@ class ShapleyPruner:
         self.model, self.config, self.embedder = model.eval(), config, embedder
         self.estimator, self.n_permutations, self.antithetic, self.seed = name, n_permutations, antithetic, seed
         self.device, self.max_units = None if device is None else resolve_device(device), max_units
-        self.estimator_options = dict(estimator_options or {})
+        self.estimator_options, self.progress = dict(estimator_options or {}), progress
         if isinstance(model, PointwiseScorer):
             given = dict(
                 estimator=estimator if estimator != "monte_carlo" else None,
@@ -165,6 +185,8 @@ class ShapleyPruner:
                 f"context of {len(sentences)} sentences exceeds max_units={self.max_units}; split it into "
                 "passages or raise max_units (cost grows as M·n²)"
             )
+        if self.estimator == "exact":  # before the sentences are embedded
+            check_exact_players(len(sentences), self.estimator_options.get("max_players", DEFAULT_EXACT_LIMIT))
 
     @property
     def adaptive(self) -> bool:
@@ -232,8 +254,14 @@ class ShapleyPruner:
                 f"duplicate sentences (first, repeat) at {duplicates[:5]}: Shapley values split their credit "
                 "between copies (leave-one-out would give each ≈ 0)"
             )
-        ctx = build_contexts([query], [units], self.embedder, self.config.features)[0]
-        return self.score_contexts([ctx], top_k=top_k)[0]
+        with tqdm(total=2, desc="scp rank", unit="step", disable=not self.progress) as bar:
+            bar.set_postfix_str(f"embedding {len(units):,} sentences and their features")
+            ctx = build_contexts([query], [units], self.embedder, self.config.features, show_progress=self.progress)[0]
+            bar.update()
+            bar.set_postfix_str(f"scoring by {self.estimator}")
+            result = self.score_contexts([ctx], top_k=top_k)[0]
+            bar.update()
+        return result
 
     def prune(
         self,
