@@ -53,13 +53,12 @@ def _check_folders_of(out: Path, option: str = "--out") -> None:
 
 
 def _eval(args) -> int:
+    from scp.io import check_output_path
     from scp.pruning.evaluation import format_result, run_eval
 
     split = args.split or ("all" if args.data else "test")
     out = Path(args.out or f"runs/eval_{args.dataset}_{args.method}_{split}.json")
-    if out.is_dir():
-        raise InputError(f"--out {out} is a directory; give the path of the JSON record to write")
-    _check_folders_of(out)
+    check_output_path(out, "--out")  # a folder, a link, /dev/null, a pipe: refused before any work
     adaptive = None
     if args.adaptive:
         adaptive = dict(
@@ -91,6 +90,7 @@ def _eval(args) -> int:
 
 
 def _train(args) -> int:
+    from scp.io import check_output_path
     from scp.models.config import config_from_preset
     from scp.training.runs import run
 
@@ -98,6 +98,8 @@ def _train(args) -> int:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; give a folder for best.safetensors, last.safetensors and config.json")
     _check_folders_of(out)
+    for name in ("best.safetensors", "last.safetensors", "config.json"):
+        check_output_path(out / name, "--out")  # each one a regular file of the user's, or new
     if args.resume:
         if not (out / "last.safetensors").is_file():
             raise InputError(
@@ -149,6 +151,7 @@ def _prune(args) -> int:
         seed=args.seed,
         skip_bad=args.skip_bad,
         progress=not args.no_progress and sys.stderr.isatty(),
+        heartbeat=not args.no_progress,  # a line every few seconds on a slow record, also into a log
     )
     ray_options = dict(
         num_workers=args.ray_workers,
@@ -170,8 +173,10 @@ def _prune(args) -> int:
 
 
 def _convert(args) -> int:
+    from scp.io import check_output_path
     from scp.models.checkpoint import convert
 
+    check_output_path(args.new, "the converted checkpoint")
     checksum = convert(args.old, args.new)
     print(f"wrote {args.new} (content checksum {checksum}, the same as {args.old}'s)")
     return 0
