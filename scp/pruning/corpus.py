@@ -11,9 +11,10 @@ Shapley value per sentence), ``kept_text``, ``tokens_before``, ``tokens_after`` 
 ``regex-words`` tokens), all from :meth:`ShapleyPruner.prune` on that record alone.
 
 Bad records: the whole input is checked in one streaming pass before anything is pruned or any file is
-touched.  By default the first bad record (not JSON, no question, empty context, titles of the wrong length, a
-repeated id …) stops the job with a :class:`~scp.errors.DataFormatError` naming the file, the line and the
-problem (``scp prune``: exit code 2) and nothing is written.  With ``skip_bad`` each bad record is written as
+touched.  By default the first bad record (not JSON, nested deeper than :data:`scp.io.MAX_JSON_DEPTH`, no
+question, empty context, titles of the wrong length, a repeated id …) stops the job with a
+:class:`~scp.errors.DataFormatError` naming the file, the line and the problem (``scp prune``: exit code 2) and
+nothing is written.  With ``skip_bad`` each bad record is written as
 ``{"id": …, "error": …}`` and the job goes on.  A record that fails while being pruned is treated the same way;
 the records before it stay written.
 
@@ -27,16 +28,25 @@ leaves an empty output.
 Resume: lines are appended and flushed one record at a time, so a rerun of the same command finishes the file as
 one uninterrupted run on the (final) input would have written it.  The settings file holds the checkpoint
 weights, embedder, estimator, M, seed and criterion, and the input's identity (path, size, sha256) with a
-content hash of every record; resuming with other settings, another input, or an input in which a record that was
-pruned has changed or gone, is an error naming what differs, rather than a file that mixes two runs.  Records
+content hash of every record, and a checksum of all that (a settings file edited, truncated or nested too deep is
+named as damaged); resuming with other settings, another input, or an input in which a record that was pruned
+has changed or gone, is an error naming what differs, rather than a file that mixes two runs.  Each record read
+for pruning is checked against the hash the validation pass took: an input rewritten during a run stops it (the
+records written so far are the content checked, as the settings file says), and a rerun resumes on the new
+content.  Records
 already pruned are kept and skipped; error records (``skip_bad``) are retried, including records fixed in the
 input since.  Once the input is validated, a half-written last line (a job killed mid-write) is cut off; where
 retried records (or records to reorder or drop) lie between kept lines, the file is rewritten beside the output
 and renamed over it, so a job killed at any point leaves a file a rerun finishes.  An exclusive lock keeps two
 jobs from writing the same output.
 
-Streams: an output that is not a regular file (``/dev/stdout``, ``/dev/fd/N``, a named pipe, a character
-device) is only written to, in input order: never read, no resume, no lock, no settings file.
+Streams: an output named ``/dev/stdout``, ``/dev/stderr`` or ``/dev/fd/N``, a named pipe or a character device is
+only written to, in input order: never read, no resume, no lock, no settings file.  Any other output that is not a
+regular file or a new path — a symbolic link (dangling or not: nothing is created at its target), a socket, a
+folder — is refused before any work (:func:`scp.io.check_output_path`), as is a settings file that is not one.
+
+Progress: a bar on a terminal, and (``heartbeat``) a line on stderr every :data:`HEARTBEAT_SECONDS` while one
+record takes longer than that to check or prune, on a terminal or not.
 
 Each record is pruned on its own.  Pushing many records through the batched Deep Sets fast path was measured
 to change the float32 rounding of some scores (by up to 3e-8: padding and batch shape change the kernels'
