@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,13 @@ def test_the_cli_prints_each_warning_on_one_line(tmp_path):
         "scp: warning: token_budget=0 keeps no unit: the shortest of the 3 units has 3 tokens, so the pruned text "
         "is empty",
     ], done.stderr
+
+
+def test_main_formats_warnings_its_way_only_while_it_runs(monkeypatch):
+    """A Python caller of ``scp.cli.main`` keeps its own warning format afterwards."""
+    from scp.errors import format_warning
+
+    before, during = warnings.formatwarning, []
+    monkeypatch.setattr(cli, "_command", lambda argv: during.append(warnings.formatwarning) or 0)
+    assert cli.main(["eval"]) == 0
+    assert during == [format_warning] and warnings.formatwarning is before
