@@ -92,15 +92,13 @@ def atomic_open_many(paths: Sequence[str | os.PathLike], mode: str = "wb") -> It
         _existing_mode(path)  # refused before anything is written
     temps: list[str] = []
     try:
-        files = []
-        for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            temps.append(tmp)
-            files.append(os.fdopen(fd, mode))
-        with ExitStack() as stack:
-            for f in files:
-                stack.enter_context(f)
+        with ExitStack() as stack:  # every temporary file closed however the block ends
+            files = []
+            for path in paths:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                temps.append(tmp)
+                files.append(stack.enter_context(os.fdopen(fd, mode)))
             yield files
             for f in files:
                 f.flush()
