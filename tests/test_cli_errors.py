@@ -150,3 +150,17 @@ def test_a_negative_seed_is_bad_input_not_a_bug(capsys, tmp_path):
         == 2
     )
     assert capsys.readouterr().err == "scp eval: error: seed must be an integer ≥ 0; got -1\n"
+
+
+def test_prune_onto_a_dangling_link_is_one_line_and_makes_nothing_at_its_target(tmp_path, capsys):
+    """Issue 25: the link is refused before any work, not followed to create folders (and a file) at its target."""
+    from scp.paths import SHIPPED_MODEL
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"question": "Who left?", "sentences": ["Ann is here.", "Bob left."]}\n')
+    (tmp_path / "out.jsonl").symlink_to(tmp_path / "elsewhere" / "deep" / "out.jsonl")
+    argv = ["prune", "--checkpoint", str(SHIPPED_MODEL), "--input", str(src), "--output", str(tmp_path / "out.jsonl")]
+    assert main(argv + ["--top-k", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a symbolic link to" in err and "which does not exist" in err
+    assert not (tmp_path / "elsewhere").exists()
