@@ -303,7 +303,8 @@ def adaptive_monte_carlo(
         raise InputError(f"value_range must be a finite number > 0; got {value_range!r}")
     max_permutations = _resolve_max(n, max_permutations, budget, min_permutations, antithetic, control_variate)
     schedule = round_schedule(min_permutations, max_permutations, antithetic)
-    check_monte_carlo_memory(game, _largest_round(schedule), device=device)  # before any round is spent
+    # before any round is spent
+    check_monte_carlo_memory(game, _largest_round(schedule), device=device, method="adaptive (its largest round)")
     seed = resolve_seed(seed)
     moments, used, evaluations = _Moments(n), 0, 0
     for r, total in enumerate(schedule, start=1):

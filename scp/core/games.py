@@ -159,11 +159,11 @@ def _finite_reals(values, what: str) -> np.ndarray:
     return out
 
 
-def _players(values, what: str) -> np.ndarray:
-    """``values`` as a 1-d int64 array of player indices (integers only: 0.5 is no player)."""
+def _integers(values, what: str, items: str = "player indices") -> np.ndarray:
+    """``values`` as a 1-d int64 array of integers (0.5 is no player index; NaN no token count)."""
     raw = np.asarray(values)
     if raw.ndim != 1 or (raw.size and raw.dtype.kind not in "iu"):
-        raise InputError(f"{what} must be a 1-d sequence of integer player indices; got {list(np.ravel(raw))[:5]!r}")
+        raise InputError(f"{what} must be a 1-d sequence of integer {items}; got {np.ravel(raw)[:5].tolist()!r}")
     return raw.astype(np.int64)
 
 
@@ -187,7 +187,7 @@ class TableGame(Game):
     """An explicit game given by its 2^n values, indexed by bitmask (player i ↔ bit i)."""
 
     def __init__(self, values: Sequence[float] | np.ndarray):
-        values = _finite_reals(np.ravel(np.asarray(values)), "a table game's values")
+        values = _finite_reals(np.ravel(values), "a table game's values")
         n = int(np.log2(values.size)) if values.size else -1
         if values.size == 0 or 2**n != values.size:
             raise InputError(f"a table game needs 2^n values; got {values.size}")
@@ -238,7 +238,7 @@ class UnanimityGame(Game):
 
     def __init__(self, n_players: int, carrier: Sequence[int]):
         _check_n(n_players)
-        self.n_players, self.carrier = n_players, np.unique(_players(list(carrier), "carrier"))
+        self.n_players, self.carrier = n_players, np.unique(_integers(list(carrier), "carrier"))
         if self.carrier.size == 0 or self.carrier.min() < 0 or self.carrier.max() >= n_players:
             raise InputError(f"carrier must be a non-empty subset of 0..{n_players - 1}")
 
@@ -250,7 +250,7 @@ class GloveGame(Game):
     """Left/right glove market: v(S) = min(|S ∩ L|, |S ∩ R|) pairs of gloves."""
 
     def __init__(self, left: Sequence[int], right: Sequence[int]):
-        self.left, self.right = _players(left, "left"), _players(right, "right")
+        self.left, self.right = _integers(left, "left"), _integers(right, "right")
         players = np.concatenate([self.left, self.right])
         if len(set(players.tolist())) != players.size or sorted(players.tolist()) != list(range(players.size)):
             raise InputError("left and right must partition the players 0..n-1")
@@ -317,7 +317,8 @@ class LookupGame(TableGame):
 
     def __init__(self, values, tokens=None):
         super().__init__(values)
-        self.tokens = np.zeros(self.values.size, dtype=np.int64) if tokens is None else _players(tokens, "tokens")
+        size = self.values.size
+        self.tokens = np.zeros(size, dtype=np.int64) if tokens is None else _integers(tokens, "tokens", "counts")
         if self.tokens.shape != self.values.shape or (self.tokens < 0).any():
             raise InputError(
                 f"tokens must hold one count ≥ 0 per coalition ({self.values.size}); got {self.tokens.size} "

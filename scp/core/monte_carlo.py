@@ -98,7 +98,9 @@ def _resolve_count(
     return m
 
 
-def check_monte_carlo_memory(game: Game, n_permutations: int, path: str = "auto", device=None) -> None:
+def check_monte_carlo_memory(
+    game: Game, n_permutations: int, path: str = "auto", device=None, method: str = "monte_carlo"
+) -> None:
     """Refuse Monte Carlo with ``n_permutations`` on ``game`` before sampling when its arrays need more memory than
     is available: the fast path's (:func:`scp.core.fast_path.check_fast_path_memory`, on the network's device), or
     the generic path's M·n·(:data:`~scp.core.permutations.PERMUTATION_BYTES` + :data:`GENERIC_BYTES` + 2·n)
@@ -110,7 +112,7 @@ def check_monte_carlo_memory(game: Game, n_permutations: int, path: str = "auto"
         return
     check_memory(
         int(n_permutations) * n * (PERMUTATION_BYTES + GENERIC_BYTES + 2 * n),
-        f"monte_carlo with M = {n_permutations:,} permutations of n = {n:,} players",
+        f"{method} with M = {n_permutations:,} permutations of n = {n:,} players",
         "use fewer permutations (a smaller budget or n_permutations)",
     )
 
