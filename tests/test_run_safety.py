@@ -6,12 +6,20 @@ uncommitted change (scp.suite.runner, scp.suite.graph, scp.suite.check)."""
 
 import ast
 import base64
+import fcntl
+import json
+import os
+from pathlib import Path
 
 import pytest
 
+from scp.errors import InputError, SCPError
 from scp.suite import runner
+from scp.suite.graph import code_digests, notebook_digest, status
 from scp.suite.notebook import read_records
 from scp.suite.runner import ParameterError, main, parse_overrides, resolve_params
+from tests.test_incremental import BODY, checkout, commit, git  # noqa: F401 - checkout is a fixture
+from tests.test_incremental import run as run_all
 from tests.test_runner import project, write_notebook  # noqa: F401 - project is a fixture
 
 PARAMS_CELL = (
@@ -142,3 +150,200 @@ def test_every_none_default_of_the_suite_declares_its_type():
         used |= nulls
         resolve_params(name, smoke=True)  # the smoke values of None defaults fit the declared types
     assert used == set(runner.NULL_DEFAULT_TYPES)  # no declaration of a parameter no notebook has
+
+
+# ----------------------------------------------------------------------------------- a run into the checkout
+
+FIGURE_CELL = (
+    "figure = run.out_dir / 'figures' / {name!r}\n"
+    "figure.mkdir(parents=True, exist_ok=True)\n"
+    "(figure / 'f.txt').write_text(str(n))"
+)
+
+
+@pytest.fixture
+def outputs(checkout):  # noqa: F811 - the fixture imported above
+    """test_incremental's checkout, its 01_a also drawing a "figure", run once (02_b not) and committed."""
+    write_notebook(
+        checkout / "notebooks" / "01_a.ipynb",
+        "n = 2  # size\nout_dir = None  # set by the runner",
+        *(cell.format(name="01_a") for cell in (*BODY[:-1], FIGURE_CELL, BODY[-1])),
+    )
+    commit(checkout, "01_a draws a figure")
+    runner.run("01_a", echo=None)
+    commit(checkout, "results")
+    return checkout
+
+
+def _files(root):
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for kind in ("figures", "results")
+        for p in sorted((root / kind).rglob("*"))
+        if p.is_file()
+    }
+
+
+def _hold(lock_file):
+    """Hold the flock another run of the notebook would hold (as a second process running it would)."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def test_a_second_run_of_a_notebook_is_refused_with_one_line_and_loses_nothing(outputs, capsys):
+    before = _files(outputs)
+    fd = _hold(outputs / "runs" / ".locks" / "01_a.lock")
+    try:
+        assert main(["01_a", "--force"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "notebook 01_a is being written by another process" in err
+        with pytest.raises(SCPError, match="notebook 01_a is being written by another process"):
+            runner.run("01_a", check=True, echo=None)
+    finally:
+        os.close(fd)
+    assert _files(outputs) == before
+    assert sum("running" in line for line in run_all(force=True)) == 2  # the lock is free again, 02_b runs too
+
+
+class Crash(BaseException):
+    """A run killed at this point (kill -9): nothing after it runs, no handler sees it."""
+
+
+@pytest.mark.parametrize("steps", [0, 1, 2, 3, 4], ids=lambda k: f"killed after {k} of 4 renames")
+def test_a_run_killed_during_the_swap_is_finished_by_the_next_run(outputs, monkeypatch, steps):
+    """The swap renames old figures aside, new figures in, old results aside, new results in, then removes its
+    journal: a kill before each of those five steps."""
+    params = outputs / "params" / "01_a.yaml"
+    params.write_text(params.read_text().replace("n: 2\n", "n: 3\n", 1))
+    commit(outputs, "n = 3")
+    done, rename, unlink = [], Path.rename, Path.unlink
+
+    def step(original):
+        def killed(self, *args):
+            if (outputs / "runs" / "scratch" / "01_a.swap.json").exists():  # inside the swap
+                if len(done) == steps:
+                    raise Crash
+                done.append(self)
+            return original(self, *args)
+
+        return killed
+
+    monkeypatch.setattr(Path, "rename", step(rename))
+    monkeypatch.setattr(Path, "unlink", step(unlink))
+    with pytest.raises(Crash):
+        runner.run("01_a", echo=None)
+    monkeypatch.setattr(Path, "rename", rename)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    reasons = status()["01_a"]
+    assert reasons[0].startswith("a run was cut while replacing figures/01_a and results/01_a (01_a.swap.json")
+    lines = []
+    with pytest.raises(InputError, match=r"uncommitted changes \(.*figures/01_a"):  # the recovered, new outputs
+        runner.run("01_a", echo=lambda *a, **k: lines.append(a[0]))
+    assert lines[0].startswith("[recover] 01_a: finished replacing figures/01_a and results/01_a")
+    assert (outputs / "figures" / "01_a" / "f.txt").read_text() == "3"  # one run's figures and results
+    assert json.loads((outputs / "results" / "01_a" / "records.json").read_text()) == {"n_seen": 3}
+    assert not list(outputs.glob("*/.01_a.replaced")) and not (outputs / "runs" / "scratch" / "01_a").exists()
+    commit(outputs, "the recovered run")
+    assert status()["01_a"] == []
+
+
+def test_a_missing_or_changed_output_makes_its_notebook_stale(outputs):
+    prov = json.loads((outputs / "results" / "01_a" / "provenance.json").read_text())
+    assert set(prov["outputs"]) == {
+        "figures/01_a/f.txt",
+        "results/01_a/t.csv",
+        "results/01_a/t.json",
+        "results/01_a/records.json",
+    }
+    (outputs / "results" / "01_a" / "t.json").unlink()
+    (outputs / "figures" / "01_a" / "f.txt").write_text("edited")
+    assert status()["01_a"] == ["outputs missing: results/01_a/t.json", "outputs changed: figures/01_a/f.txt"]
+    git(outputs, "checkout", "--", ".")
+    # a provenance written before outputs were recorded: the files git tracks there must exist
+    del prov["outputs"]
+    (outputs / "results" / "01_a" / "provenance.json").write_text(json.dumps(prov))
+    commit(outputs, "an old provenance")
+    assert status()["01_a"] == []
+    (outputs / "figures" / "01_a" / "f.txt").unlink()
+    assert status()["01_a"] == ["outputs missing: figures/01_a/f.txt"]
+
+
+def test_record_outputs_backfills_the_hashes_of_committed_outputs(outputs):
+    path = outputs / "results" / "01_a" / "provenance.json"
+    recorded = json.loads(path.read_text())["outputs"]
+    prov = json.loads(path.read_text())
+    del prov["outputs"]
+    path.write_text(json.dumps(prov))
+    commit(outputs, "old provenance")
+    (outputs / "figures" / "01_a" / "f.txt").write_text("edited")
+    with pytest.raises(InputError, match=r"outputs with uncommitted changes \(figures/01_a/f.txt\)"):
+        runner.record_outputs()
+    git(outputs, "checkout", "--", ".")
+    assert runner.record_outputs() == ["01_a"]
+    assert json.loads(path.read_text())["outputs"] == recorded
+    commit(outputs, "outputs recorded")
+    (outputs / "figures" / "01_a" / "f.txt").write_text("edited")
+    assert status()["01_a"] == ["outputs changed: figures/01_a/f.txt"]
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("[1, 2]", "results/01_a/provenance.json holds a list where an object is expected"),
+        ('{"git": [], "outputs": {"a": 1}}', "results/01_a/provenance.json: its git, outputs are not of the recorded"),
+        ('{"data_files": [{"path": 3}]}', "its data_files is not of the recorded form"),
+        ('{"inputs": ' * 100 + "{}" + "}" * 100, "nests lists or objects deeper than 64 levels"),
+        ("{not json", "is not valid JSON"),
+    ],
+)
+def test_an_unreadable_provenance_is_one_reason_in_status(checkout, capsys, text, reason):  # noqa: F811
+    (checkout / "results" / "01_a").mkdir(parents=True)
+    (checkout / "results" / "01_a" / "provenance.json").write_text(text)
+    reasons = status()["01_a"]
+    assert len(reasons) == 1 and reasons[0].startswith("its provenance.json is unreadable: ") and reason in reasons[0]
+    assert main(["all", "--status"]) == 0
+    out = capsys.readouterr().out
+    assert "01_a: stale: its provenance.json is unreadable" in out and "Traceback" not in out
+
+
+def test_status_without_scp_data_dir_says_so_once(checkout, monkeypatch, capsys):  # noqa: F811
+    data = [{"path": f"$SCP_DATA_DIR/hotpotqa/{i}.json", "bytes": 1, "sha256": "0" * 64} for i in "abc"]
+    inputs = {"notebook": notebook_digest("01_a"), "code": code_digests("01_a")}
+    prov = {"git": {"dirty": False}, "parameters": {"n": 2}, "inputs": inputs, "data_files": data, "outputs": {}}
+    (checkout / "results" / "01_a").mkdir(parents=True)
+    (checkout / "results" / "01_a" / "provenance.json").write_text(json.dumps(prov))
+    monkeypatch.delenv("SCP_DATA_DIR")
+    assert status()["01_a"] == ["its data files are not checked (SCP_DATA_DIR is not set)"]
+    assert main(["01_a", "--status"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("note: SCP_DATA_DIR is not set, so no data file is checked") and "hub" in out[0]
+    assert out[1:] == ["01_a: stale: its data files are not checked (SCP_DATA_DIR is not set)"]
+
+
+@pytest.mark.parametrize(
+    "change, shown",
+    [
+        (lambda root: (root / "NOTES.md").write_text("# notes\n"), "NOTES.md"),
+        (lambda root: (root / "figures" / "01_a" / "f.txt").unlink(), "figures/01_a/f.txt"),
+        (lambda root: (root / "results" / "01_a" / "t.csv").write_text("x\n"), "results/01_a/t.csv"),
+        (lambda root: (root / "params" / "extra.txt").write_text("x"), "params/extra.txt"),
+    ],
+    ids=["untracked markdown", "a deleted figure", "an edited table", "an untracked file"],
+)
+def test_a_run_into_the_checkout_refuses_any_uncommitted_change(checkout, change, shown):  # noqa: F811
+    outputs = checkout
+    for path in ("README.md", "figures/01_a/f.txt", "results/01_a/t.csv"):  # as a committed run left them
+        (outputs / path).parent.mkdir(parents=True, exist_ok=True)
+        (outputs / path).write_text("# the project\n")
+    commit(outputs, "a readme and outputs")
+    (outputs / "README.md").write_text("# the project, edited\n")
+    with pytest.raises(InputError, match=r"uncommitted changes \(README.md\)"):
+        run_all(force=True)
+    git(outputs, "checkout", "--", "README.md")
+    change(outputs)
+    before = _files(outputs)
+    with pytest.raises(InputError, match=rf"uncommitted changes \({shown}\).*--allow-dirty"):
+        run_all(force=True)
+    assert _files(outputs) == before

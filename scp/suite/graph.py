@@ -350,9 +350,9 @@ def _provenance_problem(prov: dict[str, Any]) -> str | None:
 
     inputs = prov.get("inputs") or {}
     checks = {
-        "git": isinstance(prov.get("git") or {}, dict),
+        "git": isinstance(prov.get("git"), (dict, type(None))),
         "parameters": isinstance(prov.get("parameters", {}), dict),
-        "inputs": isinstance(inputs, dict)
+        "inputs": isinstance(prov.get("inputs"), (dict, type(None)))
         and isinstance(inputs.get("notebook", ""), (str, type(None)))
         and isinstance(inputs.get("code") or {}, dict)
         and all(isinstance(v, str) for v in (inputs.get("code") or {}).values()),
