@@ -185,6 +185,13 @@ CASES = [  # (id, argv with {d} for the temporary folder, words the message must
         "records.jsonl is not an SCP checkpoint (neither a safetensors file nor a legacy torch checkpoint)",
         {},
     ),
+    # issue 25: exact Shapley's player limit is checked before any context is embedded, naming what the CLI can do
+    (
+        "--estimator exact on long contexts",
+        SCP + [SHIPPED, "--estimator", "exact"],
+        "takes contexts of at most 16 units; 2 of the 2 hotpotqa contexts have more",
+        {},
+    ),
 ]
 
 
