@@ -117,7 +117,8 @@ def estimate(
     ``budget``: the most coalition evaluations allowed (None: the estimator's own default size); ``seed``: the
     seed of its randomness (None: fresh entropy, recorded in the result; deterministic estimators ignore it);
     ``options`` go to the estimator (e.g. ``n_permutations``, ``antithetic``, ``control_variate`` for Monte Carlo;
-    ``k``, ``delta``, ``bound``, ``tolerance`` for adaptive; ``max_players`` for exact).
+    ``k``, ``delta``, ``bound``, ``tolerance`` for adaptive; ``max_players`` for exact).  What the estimator returns
+    is checked (:func:`check_result`): one finite value per player, or one :class:`~scp.errors.InputError`.
     """
     entry = get_estimator(method)
     budget = check_budget(budget)
