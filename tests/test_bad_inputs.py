@@ -284,7 +284,7 @@ def test_ablate_says_what_it_skipped_and_how_to_rerun(tmp_path, capsys):
     assert "pass --rerun to retrain them" in out
 
 
-@pytest.mark.parametrize("limit", [0, -1, 2.5])
+@pytest.mark.parametrize("limit", [0, -1, 2.5, True])
 def test_run_eval_refuses_a_bad_limit_before_loading(limit):
     from scp.pruning.evaluation import run_eval
 

@@ -228,6 +228,11 @@ def test_a_pruner_knob_of_the_wrong_type_is_one_error(case, shipped):
     one_line(info.value)
 
 
+def test_run_eval_refuses_a_bool_permutation_count_before_loading():
+    with pytest.raises(InputError, match="the number of permutations M must be an integer ≥ 1; got True"):
+        run_eval("no-such-dataset", "bm25", n_permutations=True)
+
+
 @pytest.mark.parametrize(
     "options", [dict(batch_size=0), dict(batch_size=2.5), dict(batch_size=True), dict(chunk_elements=float("nan"))]
 )

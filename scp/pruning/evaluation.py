@@ -267,11 +267,11 @@ def run_eval(
 
     # every argument is checked before the data are loaded and embedded
     _check_checkpoint_use(method, checkpoint)
-    if limit is not None and (not isinstance(limit, int) or limit < 1):
+    if limit is not None and (not is_integer(limit) or limit < 1):
         raise InputError(f"limit must be an integer ≥ 1 (or None for every example); got {limit!r}")
     if not keep_ratios or not all(is_real(r) and 0 < r <= 1 for r in keep_ratios):  # not a bool, not NaN
         raise InputError(f"keep ratios must be numbers in (0, 1]; got {list(keep_ratios)}")
-    if not isinstance(n_permutations, int) or n_permutations < 1:
+    if not is_integer(n_permutations) or n_permutations < 1:
         raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if not is_integer(seed) or seed < 0:  # NumPy's generators take seeds ≥ 0 only
         raise InputError(f"seed must be an integer ≥ 0; got {seed!r}")
