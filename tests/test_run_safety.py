@@ -175,6 +175,12 @@ def outputs(checkout):  # noqa: F811 - the fixture imported above
     return checkout
 
 
+def _stale(name):
+    """``status()[name]`` but "code changed": the checkout's notebooks import the scp package these tests run,
+    which may be edited while they run."""
+    return [reason for reason in status()[name] if not reason.startswith("code changed")]
+
+
 def _files(root):
     return {
         p.relative_to(root).as_posix(): p.read_bytes()
@@ -236,7 +242,7 @@ def test_a_run_killed_during_the_swap_is_finished_by_the_next_run(outputs, monke
         runner.run("01_a", echo=None)
     monkeypatch.setattr(Path, "rename", rename)
     monkeypatch.setattr(Path, "unlink", unlink)
-    reasons = status()["01_a"]
+    reasons = _stale("01_a")
     assert reasons[0].startswith("a run was cut while replacing figures/01_a and results/01_a (01_a.swap.json")
     lines = []
     with pytest.raises(InputError, match=r"uncommitted changes \(.*figures/01_a"):  # the recovered, new outputs
@@ -246,7 +252,7 @@ def test_a_run_killed_during_the_swap_is_finished_by_the_next_run(outputs, monke
     assert json.loads((outputs / "results" / "01_a" / "records.json").read_text()) == {"n_seen": 3}
     assert not list(outputs.glob("*/.01_a.replaced")) and not (outputs / "runs" / "scratch" / "01_a").exists()
     commit(outputs, "the recovered run")
-    assert status()["01_a"] == []
+    assert _stale("01_a") == []
 
 
 def test_a_missing_or_changed_output_makes_its_notebook_stale(outputs):
@@ -259,15 +265,15 @@ def test_a_missing_or_changed_output_makes_its_notebook_stale(outputs):
     }
     (outputs / "results" / "01_a" / "t.json").unlink()
     (outputs / "figures" / "01_a" / "f.txt").write_text("edited")
-    assert status()["01_a"] == ["outputs missing: results/01_a/t.json", "outputs changed: figures/01_a/f.txt"]
+    assert _stale("01_a") == ["outputs missing: results/01_a/t.json", "outputs changed: figures/01_a/f.txt"]
     git(outputs, "checkout", "--", ".")
     # a provenance written before outputs were recorded: the files git tracks there must exist
     del prov["outputs"]
     (outputs / "results" / "01_a" / "provenance.json").write_text(json.dumps(prov))
     commit(outputs, "an old provenance")
-    assert status()["01_a"] == []
+    assert _stale("01_a") == []
     (outputs / "figures" / "01_a" / "f.txt").unlink()
-    assert status()["01_a"] == ["outputs missing: figures/01_a/f.txt"]
+    assert _stale("01_a") == ["outputs missing: figures/01_a/f.txt"]
 
 
 def test_record_outputs_backfills_the_hashes_of_committed_outputs(outputs):
@@ -285,7 +291,7 @@ def test_record_outputs_backfills_the_hashes_of_committed_outputs(outputs):
     assert json.loads(path.read_text())["outputs"] == recorded
     commit(outputs, "outputs recorded")
     (outputs / "figures" / "01_a" / "f.txt").write_text("edited")
-    assert status()["01_a"] == ["outputs changed: figures/01_a/f.txt"]
+    assert _stale("01_a") == ["outputs changed: figures/01_a/f.txt"]
 
 
 @pytest.mark.parametrize(
@@ -301,7 +307,7 @@ def test_record_outputs_backfills_the_hashes_of_committed_outputs(outputs):
 def test_an_unreadable_provenance_is_one_reason_in_status(checkout, capsys, text, reason):  # noqa: F811
     (checkout / "results" / "01_a").mkdir(parents=True)
     (checkout / "results" / "01_a" / "provenance.json").write_text(text)
-    reasons = status()["01_a"]
+    reasons = _stale("01_a")
     assert len(reasons) == 1 and reasons[0].startswith("its provenance.json is unreadable: ") and reason in reasons[0]
     assert main(["all", "--status"]) == 0
     out = capsys.readouterr().out
@@ -315,7 +321,7 @@ def test_status_without_scp_data_dir_says_so_once(checkout, monkeypatch, capsys)
     (checkout / "results" / "01_a").mkdir(parents=True)
     (checkout / "results" / "01_a" / "provenance.json").write_text(json.dumps(prov))
     monkeypatch.delenv("SCP_DATA_DIR")
-    assert status()["01_a"] == ["its data files are not checked (SCP_DATA_DIR is not set)"]
+    assert _stale("01_a") == ["its data files are not checked (SCP_DATA_DIR is not set)"]
     assert main(["01_a", "--status"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("note: SCP_DATA_DIR is not set, so no data file is checked") and "hub" in out[0]

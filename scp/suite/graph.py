@@ -17,9 +17,12 @@ Each ``params/NAME.yaml`` declares its notebook's inputs in a ``suite:`` section
 - :func:`status` says which notebooks are stale against the provenance their results folder holds: the notebook's
   code cells, its full-run parameters, the ``scp`` modules it imports (:func:`code_digests`, read from the source, so
   a change to one module marks only the notebooks that import it; the runner's own modules, :data:`ORCHESTRATION`,
-  do not count), the data and committed models it read, and
-  staleness of the notebooks it comes after.  Trained runs under ``runs/models`` are a cache keyed by their
-  config: they are rebuilt from code and data when absent, so their bytes are recorded but not compared.
+  do not count), the data and committed models it read, the outputs it wrote (each file under ``figures/NAME``
+  and ``results/NAME`` against the sha256 its provenance records, or, for a provenance written before those were
+  recorded, the files git tracks there must exist), and staleness of the notebooks it comes after.  An unreadable
+  provenance, or a replacement of its folders that a killed run left unfinished, is one reason too.  Trained runs
+  under ``runs/models`` are a cache keyed by their config: they are rebuilt from code and data when absent, so
+  their bytes are recorded but not compared.
 """
 
 from __future__ import annotations

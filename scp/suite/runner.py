@@ -7,25 +7,32 @@
   notebook's ``parameters`` cell, so "Run All" in JupyterLab gives the committed figure; a test keeps them
   equal), a ``smoke:`` section of tiny overrides, and a ``suite:`` section declaring the notebook's inputs and
   its ``--check`` tolerance (:mod:`scp.suite.graph`).  Keys that the notebook's ``parameters`` cell does not
-  declare are an error, in the YAML as on the command line; ``-p`` values are read as YAML scalars
-  (``-p seeds=[0,1]``, ``-p delta=0.01``).
+  declare are an error, in the YAML as on the command line; ``-p`` values (and the file's) are plain YAML values
+  (``-p seeds=[0,1]``, ``-p delta=0.01``, ``-p train_overrides={epochs: 1}``): no tags, binary, dates, sets or
+  aliases (:class:`_ValueLoader`).
 - Notebooks run in the order of the declared graph (a notebook after those whose trained runs it reuses).
-- A full run into the checkout is incremental and pinned: it refuses a dirty tree (``--allow-dirty`` overrides,
-  and the provenance says so), skips every notebook whose inputs equal those its ``results/NAME/provenance.json``
-  records (``--force`` reruns), refuses one that comes after a stale notebook not run with it, runs each notebook
-  into ``runs/scratch/NAME``, checks that it read only what it declares, and then replaces ``figures/NAME`` and
-  ``results/NAME`` whole.  ``--check`` reruns into ``runs/check/NAME`` and compares every table and record with
-  the committed ones (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side.
+- A full run into the checkout is incremental and pinned: it holds each of its notebooks' lock
+  (``runs/.locks/NAME.lock``; a second run of a notebook is refused, one line), finishes a replacement a killed
+  run left (:func:`_finish_swap`), refuses any uncommitted change (``git status``: ``*.md``, ``figures/`` and
+  ``results/`` included; ``--allow-dirty`` overrides), skips every notebook whose inputs and outputs equal those
+  its ``results/NAME/provenance.json`` records (``--force`` reruns), refuses one that comes after a stale notebook
+  not run with it, runs each notebook into ``runs/scratch/NAME``, checks that it read only what it declares,
+  records the sha256 of every file it wrote in its provenance, and then replaces ``figures/NAME`` and
+  ``results/NAME`` whole, both in one journaled step (:func:`_swap_in`).  ``--check`` (under the same lock) reruns
+  into ``runs/check/NAME`` and compares every table file and record with the committed ones
+  (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side.
 - A smoke run (``--smoke``) writes into a temporary folder (removed afterwards unless ``--out`` names one), so it
   never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and ``runs/smoke/NAME.ipynb``
   (``<out>/runs/NAME.ipynb`` when an output folder is given).  Trained runs are shared through
   ``runs/models`` (``<out>/runs/models`` for a run with ``--out``), passed to the kernel as ``$SCP_RUNS_DIR``.
 - Every notebook's parameters are checked before any kernel starts: the keys, and each value's type against the
   literal default in the ``parameters`` cell (an ``int`` default takes integers, a ``float`` one numbers, a
-  ``bool`` one true/false, a ``str`` one text, a list or tuple one a list; a ``None`` or non-literal default
-  takes anything).  Bad input (an unknown notebook, a missing or unreadable parameter file, a bad ``-p``, an
-  undeclared key, a value of the wrong type, a dirty tree) is an :class:`~scp.errors.SCPError`: one line, exit
-  status 2.
+  ``bool`` one true/false, a ``str`` one text, a list or tuple one a list, a mapping one a mapping whose entries
+  are checked against the default's; a ``None`` default takes null or the type :data:`NULL_DEFAULT_TYPES`
+  declares, and only null without one).  Every value is plain data, and the cell papermill injects is written by
+  :func:`python_literal`, so a parameter is a value, never code.  Bad input (an unknown notebook, a missing or
+  unreadable parameter file, a bad ``-p``, an undeclared key, a value of the wrong type, a dirty tree, a notebook
+  another run holds) is an :class:`~scp.errors.SCPError`: one line, exit status 2.
 - A failing cell stops the run with one message: notebook, cell index and first line, the error, and where
   the executed copy is.  ``main`` then exits with status 1.
 """
@@ -1000,9 +1007,11 @@ def run(
 
     A full run into the checkout (no ``out_dir``, no ``params``) is incremental: a notebook whose inputs equal
     those its committed ``results/NAME/provenance.json`` records is skipped (and said so), unless ``force``.  It
-    refuses a dirty tree unless ``allow_dirty``.  Each notebook runs into ``runs/scratch/NAME`` and, when it
-    succeeded and its reads are all declared, its ``figures/NAME`` and ``results/NAME`` replace the old folders
-    whole.  With ``check`` nothing is replaced: each notebook reruns into ``runs/check/NAME`` and its tables
+    holds each notebook's lock (another run of one is refused), finishes a swap a killed run left, and refuses
+    any uncommitted change unless ``allow_dirty``.  Each notebook runs into ``runs/scratch/NAME`` and, when it
+    succeeded and its reads are all declared, the sha256 of its outputs go into its provenance and its
+    ``figures/NAME`` and ``results/NAME`` replace the old folders whole, in one journaled step.  With ``check``
+    (under the same locks) nothing is replaced: each notebook reruns into ``runs/check/NAME`` and its tables
     and records are compared with the committed ones (:func:`scp.suite.check.compare`, the notebook's declared
     tolerance); a difference beyond it raises :class:`RunnerError` after every notebook was compared.
 
