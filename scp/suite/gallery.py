@@ -12,14 +12,13 @@ section of their own.  A figure without a caption is an error: every figure says
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from scp.errors import InputError
-from scp.io import replace_section
+from scp.io import read_json, replace_section
 from scp.paths import ROOT
 
 __all__ = [
@@ -209,13 +208,13 @@ def wall_time(name: str, root: Path = ROOT) -> float | None:
     (written by ``run.finish()`` at the end of the run), else the largest ``wall_time_s`` among its result tables."""
     finished = root / "results" / name / "provenance.json"
     if finished.is_file():
-        seconds = json.loads(finished.read_text()).get("wall_time_s")
+        seconds = read_json(finished, f"results/{name}/provenance.json").get("wall_time_s")
         if isinstance(seconds, (int, float)):
             return seconds
     times = []
     for path in (root / "results" / name).glob("*.json"):
-        provenance = json.loads(path.read_text()).get("provenance") or {}
-        if isinstance(provenance.get("wall_time_s"), (int, float)):
+        provenance = read_json(path, f"results/{name}/{path.name}").get("provenance") or {}
+        if isinstance(provenance, dict) and isinstance(provenance.get("wall_time_s"), (int, float)):
             times.append(provenance["wall_time_s"])
     return max(times) if times else None
 
@@ -225,7 +224,8 @@ COLD_RUN = Path("results") / "suite" / "cold_run.json"
 
 
 def _papermill(path: Path) -> dict:
-    return json.loads(path.read_text()).get("metadata", {}).get("papermill") or {}
+    papermill = (read_json(path, f"executed notebook {path.name}").get("metadata") or {}).get("papermill")
+    return papermill if isinstance(papermill, dict) else {}
 
 
 def run_durations(runs_dir: Path) -> dict[str, float]:
@@ -271,7 +271,8 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
         raise InputError(f"{clone / 'runs'} holds no executed notebook of the suite: run `make figures` there first")
     commits = set()
     for path in (clone / "results").glob("*/provenance.json"):
-        git = json.loads(path.read_text()).get("git") or {}
+        git = read_json(path, f"{path.parent.name}/provenance.json").get("git") or {}
+        git = git if isinstance(git, dict) else {}
         commits.add(f"{git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
     last = clone / "runs" / SUITE_RUN
     record = {
@@ -279,7 +280,7 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
         "total_s": sum(durations.values()),
         "busy_s": busy_seconds(clone / "runs", durations),
         "results_commits": sorted(commits),
-        "last_run": json.loads(last.read_text()) if last.is_file() else None,
+        "last_run": read_json(last, f"runs/{SUITE_RUN}") if last.is_file() else None,
         "cpu_count": os.cpu_count(),
         "note": note,
     }
@@ -292,7 +293,7 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
 def cold_run(root: Path = ROOT) -> dict | None:
     """The recorded fresh-clone run (:data:`COLD_RUN`), if there is one."""
     path = root / COLD_RUN
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json(path, str(COLD_RUN)) if path.is_file() else None
 
 
 def _minutes(seconds: float | None, missing: str) -> str:
