@@ -63,6 +63,15 @@ def write_readme(root: Path = ROOT) -> bool:
     return replace_section(root / "README.md", "layout-table", layout_table(root))
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m scp.suite.layout", description="Rewrite README.md's layout table from the package's modules."
+    ).parse_args(argv)
     print("README.md layout table", "updated" if write_readme() else "unchanged")
-    sys.exit(0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
