@@ -343,7 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the permutations (default 0)")
     pr.add_argument("--skip-bad", action="store_true", help="write {id, error} for a bad record and go on")
-    pr.add_argument("--no-progress", action="store_true", help="no progress bar (none either when not on a terminal)")
+    pr.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (none either when not on a terminal) and no line every few seconds on a slow record",
+    )
     pr.add_argument(
         "--ray",
         nargs="?",

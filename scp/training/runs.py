@@ -12,6 +12,7 @@ from pathlib import Path
 from scp.data.datasets import DATASET_KWARGS
 from scp.data.features import contexts_from_examples
 from scp.errors import InputError
+from scp.io import write_json
 from scp.models.config import TrainConfig, same_config
 from scp.models.factory import read_checkpoint
 from scp.training.loop import TrainResult, ids_hash, train
@@ -64,7 +65,7 @@ def run(
     train_ctx, val_ctx, ids = prepare(config, embedder, data_path, show_progress=progress)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=1))
+    write_json(dataclasses.asdict(config), out_dir / "config.json")
     return train(config, train_ctx, val_ctx, out_dir, embedder.id, resume=resume, progress=progress, data_ids=ids)
 
 
