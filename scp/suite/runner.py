@@ -746,14 +746,21 @@ def output_hashes(name: str, root: Path | None = None) -> dict[str, str]:
     return out
 
 
-def _record_output_hashes(name: str, root: Path) -> None:
+def _record_output_hashes(name: str, root: Path, backfilled: bool = False) -> None:
     """Write :func:`output_hashes` into ``root/results/NAME/provenance.json`` as ``outputs`` (``--status`` then
-    finds a missing or changed output)."""
+    finds a missing or changed output); ``backfilled``: hashed from the committed files after the run, which
+    ``outputs_recorded`` then says (with the commit they were read at)."""
     from scp.io import read_json, write_json
+    from scp.suite.notebook import _git
 
     path = root / "results" / name / "provenance.json"
     prov = read_json(path, f"results/{name}/provenance.json")
     prov["outputs"] = output_hashes(name, root)
+    if backfilled:
+        prov["outputs_recorded"] = {
+            "by": "record_outputs, from the committed files",
+            "commit": _git(root, "rev-parse", "HEAD").stdout.strip(),
+        }
     write_json(prov, path)
 
 
@@ -842,7 +849,7 @@ def record_outputs(names: Sequence[str] | None = None) -> list[str]:
         for n in names:
             held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
         for n in names:
-            _record_output_hashes(n, ROOT)
+            _record_output_hashes(n, ROOT, backfilled=True)
     return names
 
 
