@@ -87,7 +87,12 @@ CASES = [  # (id, argv with {d} for the temporary folder, words the message must
     ("run, no names", ["run"], "scp run: error: name the notebooks to run, or all", {}),
     ("run, unknown notebook", ["run", "99_nope"], "no notebook notebooks/99_nope.ipynb (known notebooks: 00_", {}),
     ("run -p without =", ["run", "00_cooperative_games_tutorial", "-p", "n_players"], "-p expects key=value", {}),
-    ("run -p bad YAML", ["run", "00_cooperative_games_tutorial", "-p", "budgets=[1"], "cannot read '[1' as a value", {}),
+    (
+        "run -p bad YAML",
+        ["run", "00_cooperative_games_tutorial", "-p", "budgets=[1"],
+        "cannot read '[1' as a value",
+        {},
+    ),
     (
         "run -p unknown key",
         ["run", "00_cooperative_games_tutorial", "-p", "n_playerz=3"],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scp.errors import InputError
@@ -334,9 +334,35 @@ def gallery(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
-def readme_table(root: Path = ROOT) -> str:
+def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
+    """One sentence saying how many notebooks ``scp run all --status`` finds up to date, and why the others are
+    stale (``stale``: :func:`scp.suite.graph.status`'s ``{name: reasons}``), grouped so that only the kind of
+    change is named: code a notebook imports, its own inputs, or a stale notebook it comes after."""
+    n = len(stale)
+    fresh = [name for name, why in stale.items() if not why]
+    if len(fresh) == n:
+        return f"`scp run all --status`: all {n} notebooks are up to date with their code, parameters and inputs."
+    code = [name for name, why in stale.items() if any(r.startswith("code changed") for r in why)]
+    own = sorted(
+        {r.split(":")[0] for why in stale.values() for r in why if not r.startswith(("code changed", "it comes after"))}
+    )
+    text = f"`scp run all --status`: {len(fresh)} of {n} notebooks up to date"
+    if code:
+        text += (
+            f"; {len(code)} stale because `scp` code they import changed after the run (their figures and tables "
+            "are what the commit named above computed, not yet rerun at this one; `--status` names the modules and "
+            "`make figures` reruns them)"
+        )
+    if own:
+        text += "; stale for other reasons: " + "; ".join(own)
+    return text + "."
+
+
+def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = None) -> str:
     """The README's notebook → paper → wall time table (each notebook's ``wall_time_s`` in the provenance of the
-    committed results), and below it what :data:`COLD_RUN` recorded of the ``make figures`` that made them."""
+    committed results), below it what :data:`COLD_RUN` recorded of the ``make figures`` that made them, and
+    :func:`staleness_line` of ``stale`` (default: the checkout's ``scp run all --status`` when ``root`` is the
+    checkout; no such line for another tree unless ``stale`` is given)."""
     lines = [
         "| notebook | what it shows | paper | committed run on 2 CPU cores |",
         "|---|---|---|---|",
@@ -364,6 +390,12 @@ def readme_table(root: Path = ROOT) -> str:
             )
         if cold.get("note"):
             lines[-1] += f" {cold['note']}"
+    if stale is None and Path(root).resolve() == Path(ROOT).resolve():
+        from scp.suite.graph import status
+
+        stale = status()
+    if stale is not None:
+        lines += ["", staleness_line(stale)]
     return "\n".join(lines)
 
 
