@@ -45,6 +45,24 @@ def test_differences_beyond_tolerance_are_listed(tmp_path):
     assert compare(old, new, Tolerance(atol=0.2)).differences != []  # text and structure never pass by tolerance
 
 
+def test_largest_difference_is_over_all_numbers_beyond_tolerance_too(tmp_path):
+    """The summary's largest difference counts the numbers beyond tolerance (it once counted only those within)."""
+    old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5), ("bm25", 0.8, 1.0, 5)], {"auc": 0.5, "x": "nan"})
+    new = _folder(tmp_path / "new", [("scp", 0.9 + 4e-7, 1.0, 5), ("bm25", 0.8 + 4.5e-6, 1.0, 5)], {"auc": 0.5, "x": 1})
+    report = compare(old, new, Tolerance(atol=1e-6))
+    assert 4.4e-6 < report.largest < 4.6e-6 and report.largest_at == "auc.csv row 1 auc"
+    assert report.numbers_beyond == 2  # bm25's auc and the NaN that became 1
+    summary = report.summary()
+    assert "largest difference 4.5e-06 (auc.csv row 1 auc); 2 numbers beyond the tolerance" in summary, summary
+    assert (
+        compare(old, old, Tolerance())
+        .summary()
+        .startswith(
+            "equal within tolerance: 2 files, 6 numbers compared; largest difference 0; 0 numbers beyond the tolerance"
+        )
+    )
+
+
 def test_rows_and_columns_must_match(tmp_path):
     old = _folder(tmp_path / "old", [("scp", 0.9, 1.0, 5)], {})
     new = _folder(tmp_path / "new", [("scp", 0.9, 1.0, 5), ("bm25", 0.8, 1.0, 5)], {})

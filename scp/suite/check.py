@@ -34,13 +34,16 @@ class Difference:
 
 @dataclasses.dataclass
 class Report:
-    """What :func:`compare` found: the files and values compared, the largest difference within tolerance, and
-    every difference beyond it."""
+    """What :func:`compare` found: the files and numbers compared, the largest difference over all of them (and
+    where it is), how many numbers lie beyond the tolerance, and every difference beyond it (numbers, text and
+    structure)."""
 
     tolerance: Tolerance
     files: int = 0
     values: int = 0
     largest: float = 0.0
+    largest_at: str = ""
+    numbers_beyond: int = 0
     differences: list[Difference] = dataclasses.field(default_factory=list)
 
     @property
@@ -48,9 +51,10 @@ class Report:
         return not self.differences
 
     def summary(self) -> str:
+        at = f" ({self.largest_at})" if self.largest_at else ""
         head = (
-            f"{self.files} files, {self.values} numbers compared; largest difference {self.largest:.3g}; "
-            f"tolerance {self.tolerance}"
+            f"{self.files} files, {self.values} numbers compared; largest difference {self.largest:.3g}{at}; "
+            f"{self.numbers_beyond} numbers beyond the tolerance, {self.tolerance}"
         )
         if self.ok:
             return f"equal within tolerance: {head}"
@@ -98,13 +102,15 @@ def _values(report: Report, file: str, where: str, old: Any, new: Any) -> None:
     report.values += 1
     if math.isnan(a) or math.isnan(b):
         if math.isnan(a) != math.isnan(b):
+            report.numbers_beyond += 1
             report.differences.append(Difference(file, where, old, new))
         return
     gap = abs(a - b)
+    if gap > report.largest:
+        report.largest, report.largest_at = gap, f"{file} {where}"
     if gap > report.tolerance.atol + report.tolerance.rtol * abs(a):
+        report.numbers_beyond += 1
         report.differences.append(Difference(file, where, old, new))
-    else:
-        report.largest = max(report.largest, gap)
 
 
 def _table(path: Path) -> tuple[list[str], list[dict[str, str]]]:
