@@ -323,7 +323,7 @@ def test_exact_is_refused_before_anything_is_embedded(shipped, monkeypatch):
     def no_embedding(*args, **kwargs):
         raise AssertionError("embedded before the player count was checked")
 
-    monkeypatch.setattr("scp.pruning.evaluation.build_contexts", no_embedding)
+    monkeypatch.setattr("scp.pruning.shapley_ranker.build_contexts", no_embedding)
     monkeypatch.setattr("scp.pruning.pruner.build_contexts", no_embedding)
     with pytest.raises(InputError, match="use --estimator monte_carlo or adaptive") as info:
         run_eval("hotpotqa", "scp", checkpoint=str(SHIPPED), estimator="exact", limit=3)
