@@ -92,3 +92,59 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     assert line.endswith("0 of 1 notebooks up to date; stale for other reasons: parameters changed.")
     with pytest.raises(ValueError, match="no executed notebook"):
         suite.record_cold_run(tmp_path / "empty", root)
+
+
+def test_committed_readme_shipped_model_numbers_are_current():
+    readme = (suite.ROOT / "README.md").read_text()
+    section = re.search(r"<!-- shipped-model -->\n(.*?)<!-- /shipped-model -->", readme, re.S).group(1)
+    assert section == suite.shipped_model_section() + "\n", "run python -m scp.suite.gallery"
+
+
+def _shipped_inputs(root):
+    """A tree holding copies of the committed card, notebook 13's records and the ablations, to change."""
+    import shutil
+
+    for rel in (
+        suite.SHIPPED_CARD,
+        *(suite.INTERACTION / f for f in ("records.json", "provenance.json", "variants.json")),
+        "results/ablations/ablations.json",
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(suite.ROOT / rel, root / rel)
+
+
+def test_shipped_model_section_follows_the_cards_and_records(tmp_path):
+    import json
+
+    import pytest
+
+    from scp.errors import InputError
+
+    _shipped_inputs(tmp_path)
+    card_path, records_path = tmp_path / suite.SHIPPED_CARD, tmp_path / suite.INTERACTION / "records.json"
+    card, records = json.loads(card_path.read_text()), json.loads(records_path.read_text())
+    variants_path = tmp_path / suite.INTERACTION / "variants.json"
+    table = json.loads(variants_path.read_text())
+    shipped = next(r for r in table["rows"] if r["variant"] == "deepsets+structure" and r["model"] == "set")
+    shipped.update({"auc mean": 0.9612, "auc ci": [0.9501, 0.9733], "diff_auc mean": 0.011})
+    shipped.update({"diff_auc ci": [0.0021, 0.0202], "diff_bridge_auc ci": [0.0013, 0.0304]})
+    variants_path.write_text(json.dumps(table))
+    records["chosen_variant"] = "deepsets+structure"
+    records_path.write_text(json.dumps(records))
+    text = suite.shipped_model_section(tmp_path)
+    assert "| **SCP, shipped (`structure`)** | **0.961** [0.950, 0.973] |" in text  # a changed record moves the table
+    assert "chose it again" in text and "chosen by the committed run |" not in text
+    assert (
+        "recipe beats its matched pointwise control: the paired difference over 3 seeds is +0.011 [+0.002, +0.020]"
+        in text
+    )
+    assert "`deepsets+structure` (+0.011" in text  # now among the set models that beat their controls
+    provenance_path = tmp_path / suite.INTERACTION / "provenance.json"
+    provenance = json.loads(provenance_path.read_text())
+    provenance["models_written"] = [{"path": f"runs/models/{card['run']}/best.safetensors", "sha256": card["sha256"]}]
+    provenance_path.write_text(json.dumps(provenance))
+    assert "Seed 0 of its `deepsets+structure` rows below is the shipped file." in suite.shipped_model_section(tmp_path)
+    card["chosen_by"] = "by hand"
+    card_path.write_text(json.dumps(card))
+    with pytest.raises(InputError, match="chosen_by names no notebook 13 variant"):
+        suite.shipped_model_section(tmp_path)

@@ -1,11 +1,13 @@
 """The notebook suite at a glance: which paper figure or table each notebook regenerates, its figures with a
-caption, and its measured wall time.
+caption, its measured wall time, and the README's numbers on the shipped pruner.
 
 ``python -m scp.suite.gallery`` rewrites ``figures/README.md`` (the gallery) and the table between the ``suite-table``
 markers of ``README.md`` from what is on disk: the figures under ``figures/NAME/`` and the ``wall_time_s`` that
 each notebook's results carry in their provenance (written by the notebook itself, so no number here is typed by
 hand), and below it the ``make figures`` in a fresh clone (empty caches) that made them, which
 ``python -m scp.suite.gallery --cold-run CLONE`` reads from the clone's executed notebooks into :data:`COLD_RUN`.
+The section between the ``shipped-model`` markers of ``README.md`` is written from the model cards and notebook
+13's committed results (:func:`shipped_model_section`).
 Folders of ``figures/`` that no notebook draws (:data:`OTHER_FIGURES`, e.g. the benchmarks' ``figures/bench/``) get a
 section of their own.  A figure without a caption is an error: every figure says what it shows.
 """
@@ -33,6 +35,7 @@ __all__ = [
     "cold_run",
     "gallery",
     "readme_table",
+    "shipped_model_section",
     "main",
 ]
 
@@ -41,21 +44,27 @@ NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper f
         "Shapley values by hand, the axioms, Monte Carlo vs Theorem 3.1, core",
         "Theorem 3.1; teaching",
     ),
-    "01_train_value_network": ("training curves; the paper's 3.03M network beside the shipped preset", "§4 setup"),
+    "01_train_value_network": (
+        "training curves; the paper's 3.03M network beside the `best` preset (shipped before notebook 13)",
+        "§4 setup",
+    ),
     "02_reranking_auc": ("pairwise AUC and R@keep of SCP and baselines on five datasets", "Table 3, Fig. 3a"),
     "03_niah": ("needle-in-a-haystack recall vs length, depth and keep ratio", "Fig. 3d, Tables 13–16"),
     "04_mc_budget_and_bounds": (
         "AUC and time vs M; estimator error vs the bound; Top-K stability",
-        "Table 20, Fig. 4b, Fig. 6",
+        "Table 20, Fig. 4b, Fig. 6 (its sampling error only)",
     ),
     "05_shapley_vs_loo": ("Shapley vs leave-one-out; the dose-protocol case", "Fig. 4c/4d, Tables 18–19"),
     "06_embedder_ablation": ("SCP with five embedders", "Table 17, Fig. 4a"),
     "07_convex_deepsets": ("ConvexDeepSets vs Deep Sets; supermodularity violations", "Table 22"),
     "08_landscape_of_context": ("exact Shapley, core, tight sets, context tree, Harsanyi dividends", "Fig. 5"),
-    "09_compression_and_transfer": ("keep-ratio sweep and cross-domain training", "Table 12 style"),
+    "09_compression_and_transfer": (
+        "keep-ratio sweep (recall of the evidence) and cross-domain training",
+        "no paper table (Table 12's keep ratios, as evidence recall; its QA is notebook 10's)",
+    ),
     "10_downstream_qa": (
         "a real reader (SmolLM2-135M offline) answers from pruned contexts: EM, F1, log P(a*)",
-        "Table 4, Table 12, Fig. 3b/c",
+        "Table 4, Table 12, Fig. 3b (not 3c's cross-model judge)",
     ),
     "11_maxshapley": (
         "MaxShapley vs FullShapley, LOO, Monte Carlo, KernelSHAP: Jaccard@K and τ_b against LM cost",
@@ -93,7 +102,7 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" (or "FOLDER/stem" of OTHER_FIGURES) 
         "Training loss and validation AUC (95% CI band) by epoch of the best preset on HotpotQA; the epoch kept marked."
     ),
     "01_train_value_network/paper_vs_best": (
-        "The paper's 3.03M network beside the shipped preset and the pointwise control: validation AUC by epoch "
+        "The paper's 3.03M network beside the `best` preset and the pointwise control: validation AUC by epoch "
         "and HotpotQA test AUC (95% CI), BM25 for reference."
     ),
     "02_reranking_auc/auc_by_dataset": (
@@ -399,12 +408,159 @@ def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = 
     return "\n".join(lines)
 
 
+SHIPPED_CARD = Path("models") / "scp-hotpotqa-best.json"
+"""The card of the shipped set model; its ``chosen_by`` names notebook 13's variant as ``(VARIANT, variants.csv)``."""
+INTERACTION = Path("results") / "13_interaction_aware"
+EARLIER_VARIANT = "deepsets"  # notebook 13's variant with the recipe of the `best` preset, shipped before it
+BASELINES = {"random": "random-title-units", "MiniLM cosine": "cosine-title-units", "BM25": "bm25-title-units"}
+"""README label -> row of ``results/ablations/ablations.json`` (the baselines on the same title-prefixed units)."""
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.3f}".replace("-", "\u2212")
+
+
+def _paired(row: Mapping, key: str) -> str:
+    low, high = row[f"{key} ci"]
+    return f"{_signed(row[f'{key} mean'])} [{_signed(low)}, {_signed(high)}]"
+
+
+def _beats(row: Mapping, key: str) -> str:
+    low, high = row[f"{key} ci"]
+    return "beats" if low > 0 else "falls below" if high < 0 else "does not beat"
+
+
+def shipped_model_section(root: Path = ROOT) -> str:
+    """The README's numbers on the shipped pruner, between the ``shipped-model`` markers: the shipped card's
+    size, recipe and why it shipped (``models/*.json``), which variant the committed run of notebook 13 chose and
+    whether its seed 0 is the shipped file (its provenance), the HotpotQA test table of the baselines
+    (``results/ablations/ablations.json``) and of the set models and their matched controls
+    (``results/13_interaction_aware/variants.json``), and the paired differences that say which set models beat
+    their controls."""
+    import re
+
+    from scp.models.config import SHIPPED_PRESET
+
+    card = read_json(root / SHIPPED_CARD, str(SHIPPED_CARD))
+    named = re.search(r"\(([^(),]+), variants\.csv\)", str(card.get("chosen_by", "")))
+    if not named:
+        raise InputError(f"{SHIPPED_CARD}: chosen_by names no notebook 13 variant as '(VARIANT, variants.csv)'")
+    shipped = named.group(1)
+    records = read_json(root / INTERACTION / "records.json", f"{INTERACTION}/records.json")
+    provenance = read_json(root / INTERACTION / "provenance.json", f"{INTERACTION}/provenance.json")
+    table = read_json(root / INTERACTION / "variants.json", f"{INTERACTION}/variants.json")
+    rows = {(row["variant"], row["model"]): row for row in table["rows"]}
+    ablations = {
+        row["name"]: row
+        for row in read_json(root / "results" / "ablations" / "ablations.json", "ablations.json", expect=list)
+    }
+    for variant in {shipped, EARLIER_VARIANT, records["chosen_variant"]}:
+        if (variant, "set") not in rows or (variant, "control") not in rows:
+            raise InputError(f"{INTERACTION}/variants.json has no set and control rows of variant {variant!r}")
+    config, chosen, n_seeds = card["config"], records["chosen_variant"], len(records["seeds"])
+    commit = str((provenance.get("git") or {}).get("commit", "unknown"))[:7]
+    written = [*(provenance.get("models_written") or []), *(provenance.get("models") or [])]
+    retrained = [m for m in written if m.get("path") == f"runs/models/{card['run']}/best.safetensors"]
+    ship, earlier = rows[(shipped, "set")], rows[(EARLIER_VARIANT, "set")]
+    lines = [
+        f"The shipped file: {card['n_params']:,} parameters ({card['bytes'] / 1e6:.1f} MB), margin "
+        f"{config['margin']}, M = {config['n_permutations']} permutations per training step, best epoch "
+        f"{card['best_epoch']} of {config['epochs']}, validation AUC {card['val_auc']:.4f} (run `{card['run']}`). "
+        f'Its card (`{SHIPPED_CARD}`) says it was chosen by "{card["chosen_by"]}".',
+        "",
+    ]
+    if chosen == shipped:
+        choice = (
+            f"The committed run of notebook 13 (commit `{commit}`) chose it again: mean validation AUC "
+            f"{ship['val_auc']:.4f} over {n_seeds} seeds, the highest of its {len(records['variants'])} variants."
+        )
+    else:
+        choice = (
+            f"The committed run of notebook 13 (commit `{commit}`) chose `{chosen}` instead: mean validation AUC "
+            f"{rows[(chosen, 'set')]['val_auc']:.4f} over {n_seeds} seeds, against {ship['val_auc']:.4f} for the "
+            f"shipped `{shipped}`; the shipped file comes from an earlier run of that notebook and was not replaced."
+        )
+    if retrained and all(m.get("sha256") == card["sha256"] for m in retrained):
+        choice += f" Seed 0 of its `{shipped}` rows below is the shipped file."
+    elif retrained:
+        choice += (
+            f" Seed 0 of its `{shipped}` rows below is the shipped recipe retrained in that run "
+            f"(`runs/models/{card['run']}`), not the shipped file (its sha256 differs)."
+        )
+    params = provenance.get("parameters") or {}
+    lines += [
+        choice,
+        "",
+        f"HotpotQA test split ({records['n_test']} examples, pairwise AUC with 95% bootstrap CI over examples, "
+        f"M = {params.get('n_permutations', config['eval_permutations'])} at evaluation, every method on the same "
+        f"title-prefixed units). The model rows are means over {n_seeds} seeds from "
+        f"`{INTERACTION}/variants.csv`; the baselines are from `results/ablations/ablations.csv`:",
+        "",
+        "| method | AUC | `R@0.5` | bridge AUC | comparison AUC |",
+        "|---|---|---|---|---|",
+    ]
+    for label, name in BASELINES.items():
+        row = ablations[name]
+        lines.append(
+            f"| {label} | {row['test_auc']:.3f} [{row['test_auc_ci_low']:.3f}, {row['test_auc_ci_high']:.3f}] | "
+            f"{row['test_recall@0.5']:.3f} | {row['bridge_auc']:.3f} | {row['comparison_auc']:.3f} |"
+        )
+    models = [
+        ("SCP before notebook 13 (`best`)", (EARLIER_VARIANT, "set")),
+        ("its pointwise control", (EARLIER_VARIANT, "control")),
+        (f"**SCP, shipped (`{SHIPPED_PRESET}`)**", (shipped, "set")),
+        (f"its pointwise control (`{SHIPPED_PRESET}-pointwise`)", (shipped, "control")),
+    ]
+    if chosen != shipped:
+        models.append((f"`{chosen}`, chosen by the committed run", (chosen, "set")))
+    for label, key in models:
+        row = rows[key]
+        low, high = row["auc ci"]
+        auc = f"**{row['auc mean']:.3f}**" if key == (shipped, "set") else f"{row['auc mean']:.3f}"
+        lines.append(
+            f"| {label} | {auc} [{low:.3f}, {high:.3f}] | {row['recall@0.5 mean']:.3f} | "
+            f"{row['bridge_auc mean']:.3f} | {row['comparison_auc mean']:.3f} |"
+        )
+    lift = ship["auc mean"] - earlier["auc mean"]
+    control_lift = rows[(shipped, "control")]["auc mean"] - rows[(EARLIER_VARIANT, "control")]["auc mean"]
+    verdict = (
+        f"`{shipped}` lifts the set model by {_signed(lift)} AUC over `{EARLIER_VARIANT}` and its control by "
+        f"{_signed(control_lift)}. The shipped recipe {_beats(ship, 'diff_auc')} its matched pointwise control: the "
+        f"paired difference over {n_seeds} seeds is {_paired(ship, 'diff_auc')}, {_paired(ship, 'diff_bridge_auc')} "
+        "on bridge questions"
+    )
+    if chosen != shipped:
+        chosen_row = rows[(chosen, "set")]
+        verdict += f"; for `{chosen}` {_paired(chosen_row, 'diff_auc')} and {_paired(chosen_row, 'diff_bridge_auc')}"
+    winners = [
+        (variant, row)
+        for (variant, model), row in rows.items()
+        if model == "set" and row["diff_auc ci"][0] > 0 and row["diff_bridge_auc ci"][0] > 0
+    ]
+    if winners:
+        verdict += (
+            ". The set models that beat their matched controls with a paired CI above 0, on all and on bridge "
+            "questions: "
+            + "; ".join(
+                f"`{variant}` ({_paired(row, 'diff_auc')} overall, {_paired(row, 'diff_bridge_auc')} on bridge "
+                f"questions; its control {rows[(variant, 'control')]['auc mean']:.3f} AUC, against "
+                f"{rows[(shipped, 'control')]['auc mean']:.3f} for the shipped control)"
+                for variant, row in winners
+            )
+            + "."
+        )
+    else:
+        verdict += ". No set model beats its matched control with a paired CI above 0 on all and on bridge questions."
+    return "\n".join([*lines, "", verdict])
+
+
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
         prog="python -m scp.suite.gallery",
-        description="Write figures/README.md and the README's notebook table from figures/ and results/.",
+        description="Write figures/README.md, the README's notebook table and its shipped-model numbers from "
+        "figures/, results/ and models/.",
     )
     parser.add_argument(
         "--cold-run",
@@ -419,10 +575,11 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     (root / "figures" / "README.md").write_text(gallery(root) + "\n")
     try:
         replace_section(root / "README.md", "suite-table", readme_table(root))
+        replace_section(root / "README.md", "shipped-model", shipped_model_section(root))
     except InputError as error:
         print(error, file=sys.stderr)
         return 1
-    print("wrote figures/README.md and the suite table of README.md")
+    print("wrote figures/README.md and the suite table and shipped-model numbers of README.md")
     return 0
 
 
