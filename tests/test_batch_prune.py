@@ -264,6 +264,25 @@ def test_ray_missing_is_one_clear_error(tmp_path, monkeypatch, capsys, records):
     assert "pip install 'scp[ray]'" in capsys.readouterr().err
 
 
+RAY_SLOW_START = "The current node timed out during startup"
+"""What Ray 2.60 raises when its local raylet has not registered within 30 s (a constant in ray/_private/node.py,
+with no setting or environment variable), as on a machine whose two cores are busy with other work."""
+
+
+def prune_on_ray(ray, src: Path, dst: Path, **kwargs):
+    """batch.prune_jsonl_ray, tried once more (on ``dst`` as it was before) when the local Ray node did not start
+    in time: a slow start under load is no failure of the library; a second slow start, or any other error, is."""
+    before = dst.read_bytes()
+    try:
+        return batch.prune_jsonl_ray(src, dst, **kwargs)
+    except Exception as exc:
+        if RAY_SLOW_START not in str(exc):
+            raise
+    ray.shutdown()
+    dst.write_bytes(before)
+    return batch.prune_jsonl_ray(src, dst, **kwargs)
+
+
 @pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2,
     reason="a local Ray node needs 2 usable CPUs to start (Ray "
@@ -272,7 +291,8 @@ def test_ray_missing_is_one_clear_error(tmp_path, monkeypatch, capsys, records):
 def test_ray_run_resumes_and_equals_the_local_run_record_for_record(tmp_path, pruner, records, cache):
     """prune_jsonl_ray starts a local Ray instance (1 CPU: one actor of one thread) and finishes a file a local
     run started, with a bad record in the middle (--skip-bad), in chunks of 2 records: the file equals the local
-    run's byte for byte, and Ray is shut down again."""
+    run's byte for byte, and Ray is shut down again.  A local node that misses Ray's fixed 30 s start on a loaded
+    machine is started once more (prune_on_ray)."""
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[ray]'")
     corpus = records[:3] + [{"query": "no context here"}] + records[3:]
     src = write_jsonl(tmp_path / "in.jsonl", corpus)
@@ -281,7 +301,8 @@ def test_ray_run_resumes_and_equals_the_local_run_record_for_record(tmp_path, pr
     batch.prune_jsonl(src, dst, pruner=pruner, keep_ratio=0.5, skip_bad=True, progress=False, max_records=2)
     with open(dst, "a") as f:
         f.write('{"id": 3, "kept_')
-    summary = batch.prune_jsonl_ray(
+    summary = prune_on_ray(
+        ray,
         src,
         dst,
         checkpoint=CHECKPOINT,
