@@ -259,7 +259,9 @@ def test_the_learning_curve_draws_single_seeds_without_error_bars_and_mixed_apar
         for size, n in (("all", 805), ("100", 100))
     ]
     fig, ax = plt.subplots()
-    draw_learning_curve(ax, rows, {"set": ("#000000", "o"), "paper": ("#E69F00", "P"), "absent": ("#999999", "s")})
+    draw_learning_curve(
+        ax, rows, {"set": ("#000000", "-", "o"), "paper": ("#E69F00", "--", "P"), "absent": ("#999999", ":", "s")}
+    )
     lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert set(lines) == {"set, mean ± sd over 3 seeds", "paper, one seed"}
     # the size line is joined in order of training contexts and does not reach the mixed point

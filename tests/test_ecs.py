@@ -136,10 +136,11 @@ def test_matched_size_records_hold_every_baseline_to_the_ecs_size_of_each_exampl
 
 
 def test_the_methods_of_notebook_12_are_registered_with_distinct_colours():
+    from scp.suite.plot import STYLES
+
     shown = ("ecs", "ecs-free", "tfidf", "bm25", "scp", "pointwise")  # the methods its figures draw together
-    styles = [methods.get(m) for m in shown]
-    assert all(s.label and s.color.startswith("#") and s.marker for s in styles)
-    assert len({s.color for s in styles}) == len(shown)
+    assert all(methods.get(m).label for m in shown)
+    assert len({(STYLES[m].color, STYLES[m].linestyle) for m in shown}) == len(shown)
     assert methods.get("ecs").needs_reader and not methods.get("ecs").is_ranker and methods.get("tfidf").is_ranker
 
 

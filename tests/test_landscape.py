@@ -113,7 +113,7 @@ def test_tree_layout_and_drawing():
     assert pos[root.players] == (pytest.approx(8 / 3), 0.0) and pos[frozenset({0, 1, 2})] == (pytest.approx(1.0), -1.0)
     assert (frozenset({0, 1, 2}), 0) in edges and (root.players, 3) in edges and len(edges) == 8
     fig, ax = plot.figure("column")
-    out = plot.draw_tree(ax, root, leaf_labels={0: "zero"}, leaf_colors={0: plot.color("supporting")})
+    out = plot.draw_tree(ax, root, leaf_labels={0: "zero"}, leaf_colors={0: plot.category_color("supporting")})
     assert out == pos and not ax.axison
     assert "zero" in [t.get_text() for t in ax.texts]
 

@@ -1,5 +1,5 @@
-"""The method registry (scp.pruning.methods): one entry per method, with a label, a colour and a marker that every
-figure uses; names the notebooks' parameters use are registered; the constructor builds working rankers and says
+"""The method registry (scp.pruning.methods): one entry per method, with a label every figure uses (its style:
+tests/test_plot.py); names the notebooks' parameters use are registered; the constructor builds working rankers and says
 clearly when a hub model is unavailable offline."""
 
 from pathlib import Path
@@ -7,8 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from matplotlib.colors import is_color_like
-from matplotlib.markers import MarkerStyle
 
 import scp.experiments.ecs  # noqa: F401  (registers ECS's methods)
 import scp.experiments.maxshapley  # noqa: F401  (registers FullShapley, KernelSHAP, MaxShapley)
@@ -25,20 +23,18 @@ QUERY = "What is the capital of France?"
 UNITS = ["The cat sat on the mat.", "Paris is the capital of France.", "Dogs bark loudly at night."]
 
 
-def test_every_method_has_a_unique_name_a_label_a_colour_and_a_marker():
+def test_every_method_has_a_unique_name_and_a_label():
     entries = [methods.get(m) for m in methods.names()]
     assert len({m.name for m in entries}) == len(entries) >= 25
     for m in entries:
         assert m.name and m.label and m.label == m.label.strip(), m
-        assert is_color_like(m.color) and m.color in methods.OKABE_ITO.values(), m
-        assert m.marker and MarkerStyle(m.marker) is not None, m
         assert m.needs_checkpoint == (m.preset is not None) and (m.preset is None or m.is_ranker)
     # every name, label and alias finds its own method, and nothing else
     keys = [k for m in entries for k in m.keys()]
     assert len(keys) == len(set(keys))
     for m in entries:
         assert all(methods.find(k) is m for k in (m.name, m.label, *m.aliases, m.label.upper(), f" {m.name} "))
-        assert plot.color(m.name) == m.color and plot.marker(m.label) == m.marker
+        assert plot.style_of(m.name) == plot.style_of(m.label) == plot.STYLES[m.name]
 
 
 def test_every_method_named_by_the_notebooks_is_registered():
@@ -59,9 +55,9 @@ def test_unknown_names_and_clashes_are_input_errors():
     assert methods.find("bm99") is None
     assert methods.register(methods.get("bm25")) is methods.get("bm25")  # the same entry again: a no-op
     with pytest.raises(InputError, match="already"):
-        methods.register(methods.Method("bm25", "another BM25", methods.OKABE_ITO["grey"], "o"))
+        methods.register(methods.Method("bm25", "another BM25"))
     with pytest.raises(InputError, match="'monte carlo' already names method 'mc'"):
-        methods.register(methods.Method("mc2", "Monte Carlo", methods.OKABE_ITO["grey"], "o"))
+        methods.register(methods.Method("mc2", "Monte Carlo"))
     assert "mc2" not in methods.names()
 
 

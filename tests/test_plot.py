@@ -72,28 +72,76 @@ def test_style_and_figure_sizes():
         plot.figure("column", aspect=0)
 
 
-def test_colors_and_markers_come_from_the_method_registry():
-    for name in ("scp", "pointwise", "bm25", "cosine", "random", "loo", "exact", "mc"):
-        method = methods.get(name)
-        assert plot.color(name) == plot.color(method.label) == method.color  # by name or by label
-        assert plot.marker(name) == plot.marker(method.label) == method.marker
-    # the methods that share a figure in the paper have distinct colours
-    main = ["SCP", "pointwise control", "BM25", "MiniLM cosine", "random"]
-    assert len({plot.color(m) for m in main}) == len(main)
+def test_one_style_per_method_and_element_no_two_alike():
+    from matplotlib.lines import Line2D
+    from matplotlib.markers import MarkerStyle
+
+    assert set(plot.STYLES) == {*methods.names(), *plot.ELEMENTS}  # every registered method has a style
+    pairs = [(s.color, s.linestyle) for s in plot.STYLES.values()]
+    assert len(set(pairs)) == len(pairs), [k for k, s in plot.STYLES.items() if pairs.count((s.color, s.linestyle)) > 1]
+    for key, s in plot.STYLES.items():
+        assert s.color in plot.OKABE_ITO.values() and s.linestyle in Line2D.lineStyles, key
+        assert s.marker == "" if key == "bound" else MarkerStyle(s.marker).get_path().vertices.size, key
+    assert plot.color("exact") == plot.color("FullShapley (exact, $2^n$)") == plot.OKABE_ITO["black"]
+
+
+def test_styles_are_found_by_name_label_or_alias():
     assert (
-        plot.color("loo") == plot.color("Leave-One-Out") == plot.color("leave-one-out") == methods.OKABE_ITO["orange"]
+        plot.style_of("loo") == plot.style_of("Leave-One-Out") == plot.style_of(" leave_one_out ") == plot.STYLES["loo"]
     )
+    assert plot.color("SCP") == plot.color("deepsets") == plot.OKABE_ITO["vermillion"] and plot.linestyle("scp") == "-"
     assert plot.marker("mc") == plot.marker("Monte Carlo") == "o"
-    assert plot.color("scp-loo") == plot.color("leave-one-out") and plot.marker("SCP-LOO") == "D"
-    with pytest.raises(KeyError, match="no colour"):
-        plot.color("my new method")
+    assert plot.style_of("Closed Book") == plot.STYLES["closed book"] and plot.marker("bound") == ""
+    assert plot.style_of("my new method") is None
+    for lookup in (plot.color, plot.linestyle, plot.marker):
+        with pytest.raises(KeyError, match="no style for 'my new method'"):
+            lookup("my new method")
 
 
-def test_figure_elements_that_are_not_methods():
-    assert {c for c, _ in plot.ELEMENTS.values()} <= set(methods.OKABE_ITO.values())
-    assert plot.color("bound") == methods.OKABE_ITO["grey"] and plot.marker("bound") == ""
-    assert plot.style_of("Closed Book") == plot.ELEMENTS["closed book"]
-    assert not set(plot.ELEMENTS) & {k for m in methods.names() for k in methods.get(m).keys()}
+def test_categories_take_no_method_colour():
+    assert not set(plot.CATEGORIES.values()) & {s.color for s in plot.STYLES.values()}
+    assert len(set(plot.CATEGORIES.values())) == len(plot.CATEGORIES)
+    assert plot.category_color("Bridge") == plot.CATEGORIES["bridge"]
+    with pytest.raises(KeyError, match="no category colour for 'scp'"):
+        plot.category_color("scp")
+
+
+def _style_keys(code: str):
+    """The string literals a notebook cell passes to plot.color/linestyle/marker/style_of, and to plot.band as the
+    label it takes its style from."""
+    import ast
+
+    for node in ast.walk(ast.parse(code)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if not (isinstance(node.func.value, ast.Name) and node.func.value.id == "plot"):
+            continue
+        if node.func.attr in ("color", "linestyle", "marker", "style_of"):
+            args = node.args[:1]
+        elif node.func.attr == "band" and not any(k.arg == "color" for k in node.keywords):  # styled by its label
+            args = [*node.args[3:4], *(k.value for k in node.keywords if k.arg == "label")]
+        else:
+            continue
+        yield from (a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+
+
+def test_every_method_the_notebooks_name_has_a_style():
+    import nbformat
+
+    import scp.experiments.ecs  # noqa: F401  (registers its methods)
+    import scp.experiments.maxshapley  # noqa: F401
+
+    seen, unknown = set(), set()
+    for path in sorted((repo_root() / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+                for key in _style_keys(code):
+                    seen.add(key)
+                    if plot.style_of(key) is None:
+                        unknown.add(f"{path.name}: {key!r}")
+    assert not unknown, sorted(unknown)
+    assert {"exact", "Monte Carlo", "bound", "closed book"} <= seen  # the scan finds the notebooks' keys
 
 
 def test_band_t_interval_and_bootstrap():
@@ -105,8 +153,10 @@ def test_band_t_interval_and_bootstrap():
     assert mean == pytest.approx([2.5, 2.0])
     assert low[0] == pytest.approx(2.5 - half) and high[0] == pytest.approx(2.5 + half)
     assert low[1] == high[1] == pytest.approx(2.0)  # nan skipped, no spread
-    assert line.get_color() == plot.color("exact") and line.get_label() == "exact"
+    assert line.get_color() == plot.color("exact") and line.get_label() == "exact" and line.get_linestyle() == "-"
     _, mean_b, low_b, high_b = plot.band(ax, x, samples, label="Monte Carlo")
+    assert plot.band(ax, x, samples, label="scp-loo")[0].get_linestyle() == "--"  # the method's line style
+    assert plot.band(ax, x, samples, label="scp-loo", ls=":")[0].get_linestyle() == ":"  # unless overridden
     assert (low_b <= mean_b).all() and (mean_b <= high_b).all() and low_b[0] < high_b[0]
     _, _, low_1, _ = plot.band(ax, [1.0], [[3.0]], label="one sample", color="k")
     assert math.isnan(low_1[0])  # one sample: no band

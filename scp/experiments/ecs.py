@@ -41,7 +41,7 @@ from scp.data.text import is_blank
 from scp.errors import InputError
 from scp.io import jsonable
 from scp.pruning import methods
-from scp.pruning.methods import OKABE_ITO, Method
+from scp.pruning.methods import Method
 
 __all__ = [
     "VARIANTS",
@@ -59,13 +59,11 @@ __all__ = [
 VARIANTS = ("utility", "divergence")
 """Scores :func:`ecs_select` knows: U(u | C) with the gold answer, D(u | C) along the reader's own answer."""
 
-methods.register(Method("ecs", "ECS (gold $a^*$)", OKABE_ITO["reddish purple"], "D", needs_reader=True))
+methods.register(Method("ecs", "ECS (gold $a^*$)", needs_reader=True))
 methods.register(
     Method(
         "ecs-free",
         "ECS (own answer $y$)",
-        OKABE_ITO["orange"],
-        "P",
         needs_reader=True,
         aliases=("ECS (trajectory divergence)",),
     )

@@ -339,10 +339,11 @@ def _seeds_text(n: int) -> str:
     return "one seed" if n == 1 else f"mean ± sd over {n} seeds"
 
 
-def draw_learning_curve(ax, rows: Sequence[Mapping], styles: Mapping[str, tuple[str, str]]) -> None:
+def draw_learning_curve(ax, rows: Sequence[Mapping], styles: Mapping[str, tuple[str, str, str]]) -> None:
     """The learning-curve figure from :func:`curve_rows`'s rows: test AUC against training contexts (log x).
 
-    For each model label of ``styles`` (label → (colour, marker)), the mean AUC over seeds at each HotpotQA
+    For each model label of ``styles`` (label → (colour, line style, marker), as :func:`scp.suite.plot.style_of`
+    gives them), the mean AUC over seeds at each HotpotQA
     training size, joined in order of the number of training contexts.  A size with several seeds gets ±1 sd
     error bars over them; a size with one seed is a point without error bars (an sd of one value is no spread),
     and the legend entry says "one seed".  The "mixed" size (all five datasets) is no point of that line: it is
@@ -353,7 +354,7 @@ def draw_learning_curve(ax, rows: Sequence[Mapping], styles: Mapping[str, tuple[
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     df = pd.DataFrame(list(rows))
-    for label, (colour, marker) in styles.items():
+    for label, (colour, ls, marker) in styles.items():
         sub = df[df["model"] == label] if len(df) else df
         if sub.empty:
             continue
@@ -364,7 +365,7 @@ def draw_learning_curve(ax, rows: Sequence[Mapping], styles: Mapping[str, tuple[
         if len(stats):
             many = stats.n > 1
             text = _seeds_text(int(stats.n.max())) if stats.n.nunique() == 1 else "± sd where several seeds"
-            ax.plot(stats.x, stats.y, "-", marker=marker, color=colour, label=f"{label}, {text}")
+            ax.plot(stats.x, stats.y, ls=ls, marker=marker, color=colour, label=f"{label}, {text}")
             if many.any():
                 ax.errorbar(stats.x[many], stats.y[many], yerr=stats.sd[many], fmt="none", ecolor=colour, capsize=2)
         mixed = sub[sub["size"] == "mixed"]

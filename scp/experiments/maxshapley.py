@@ -50,7 +50,7 @@ from scp.core.permutations import derive_seed
 from scp.errors import InputError
 from scp.llm.readers import score_sequences
 from scp.pruning import methods
-from scp.pruning.methods import OKABE_ITO, Method
+from scp.pruning.methods import Method
 
 __all__ = [
     "KEY_POINT_SOURCE",
@@ -79,24 +79,20 @@ KEY_POINT_SOURCE = "MuSiQue question decomposition"
 """Where the key points j come from (recorded with every result)."""
 
 for _method in (
-    Method("full", "FullShapley (exact, $2^n$)", OKABE_ITO["black"], "*", needs_reader=True),
-    Method("kernelshap", "KernelSHAP (shapiq)", OKABE_ITO["sky blue"], "P"),
+    Method("full", "FullShapley (exact, $2^n$)", needs_reader=True),
+    Method("kernelshap", "KernelSHAP (shapiq)"),
     Method(
         "maxshapley_lm",
         "MaxShapley (LM relevance)",
-        OKABE_ITO["vermillion"],
-        "h",
         needs_reader=True,
         aliases=("maxshapley",),
     ),
     Method(
         "maxshapley_minilm",
         "MaxShapley (MiniLM relevance)",
-        OKABE_ITO["bluish green"],
-        "^",
         aliases=("MaxShapley (embeddings)",),
     ),
-    Method("random-order", "random order", OKABE_ITO["grey"], "x"),
+    Method("random-order", "random order"),
 ):
     methods.register(_method)
 del _method
@@ -516,6 +512,7 @@ def draw_methods(
     summary: Sequence[Mapping[str, Any]],
     metric: str,
     cost: str,
+    styles: Mapping[str, tuple[str, str, str]],
     chance: float | None = None,
     order: Sequence[str] = ("full", "loo", "mc", "mc_antithetic", "kernelshap", "maxshapley_lm", "maxshapley_minilm"),
 ) -> None:
@@ -524,8 +521,9 @@ def draw_methods(
 
     A method with several budgets is a line through its budgets with its 95% CI as a band; a single-budget
     method is a marker with CI error bars; a method with zero cost (MaxShapley with embedding relevance: no
-    LM call) is a dashed horizontal line with its CI band; ``chance`` (a random order) is a dotted line.  The
-    x axis is logarithmic, with plain numbers as tick labels.
+    LM call) is a horizontal line with its CI band; ``chance`` (a random order) is a horizontal line too.  Each
+    method is drawn in its ``styles`` entry (name → (colour, line style, marker), :data:`scp.suite.plot.STYLES`)
+    and named by its label.  The x axis is logarithmic, with plain numbers as tick labels.
     """
     import pandas as pd
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -535,14 +533,13 @@ def draw_methods(
         sub = df[df.method == method].sort_values(cost)
         if sub.empty:
             continue
-        style = methods.get(method)
-        colour, mark, label = style.color, style.marker, style.label
+        (colour, ls, mark), label = styles[method], methods.get(method).label
         y, low, high = sub[metric].to_numpy(), sub[f"{metric}_ci_low"].to_numpy(), sub[f"{metric}_ci_high"].to_numpy()
         if (sub[cost] <= 0).all():
-            ax.axhline(y[0], color=colour, ls="--", lw=0.9, label=f"{label}, no LM call")
+            ax.axhline(y[0], color=colour, ls=ls, lw=0.9, label=f"{label}, no LM call")
             ax.axhspan(low[0], high[0], color=colour, alpha=0.12, lw=0)
         elif len(sub) > 1:
-            ax.plot(sub[cost], y, color=colour, marker=mark, markersize=3, label=label)
+            ax.plot(sub[cost], y, color=colour, ls=ls, marker=mark, markersize=3, label=label)
             ax.fill_between(sub[cost], low, high, color=colour, alpha=0.18, lw=0)
         else:
             ax.errorbar(
@@ -558,8 +555,8 @@ def draw_methods(
                 label=label,
             )
     if chance is not None:
-        chance_line = methods.get("random-order")
-        ax.axhline(chance, color=chance_line.color, ls=":", lw=0.9, label=chance_line.label)
+        colour, ls, _ = styles["random-order"]
+        ax.axhline(chance, color=colour, ls=ls, lw=0.9, label=methods.get("random-order").label)
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))

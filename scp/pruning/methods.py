@@ -1,9 +1,8 @@
-"""The method registry: every method by name, with the label, colour and marker every figure and table shows it
-with, and for a ranker its constructor.
+"""The method registry: every method by name, with the label every figure and table shows it with, and for a
+ranker its constructor (its colour, line style and marker in figures: :data:`scp.suite.plot.STYLES`).
 
 A :class:`Method` is what results, tables and notebook parameters call a method (``name``), how figures and
-tables show it (``label``), its colour and marker (Okabe–Ito colours, fixed for every figure of the suite) and,
-for a method that ranks the units of a context, ``build``: the constructor of its
+tables show it (``label``) and, for a method that ranks the units of a context, ``build``: the constructor of its
 :class:`scp.pruning.rankers.Ranker` (call it through :func:`scp.pruning.evaluation.make_ranker`, the one entry
 point, which checks the arguments).  Methods the figures draw that rank nothing here (Shapley estimators, trained
 variants, ECS's selections) have ``build = None``.
@@ -27,20 +26,7 @@ from typing import Any
 
 from scp.errors import InputError
 
-OKABE_ITO = {
-    "black": "#000000",
-    "orange": "#E69F00",
-    "sky blue": "#56B4E9",
-    "bluish green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "reddish purple": "#CC79A7",
-    "grey": "#999999",
-}
-"""The Okabe–Ito colour-blind-safe palette (plus a neutral grey): every colour of the registry."""
-
-__all__ = ["OKABE_ITO", "Method", "find", "get", "labels", "names", "register"]
+__all__ = ["Method", "find", "get", "labels", "names", "register"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +36,6 @@ class Method:
     Attributes:
         name: what results, tables and parameters call it (``"scp"``, ``"bm25"``, …); unique.
         label: how figures and tables show it (``"SCP"``, ``"BM25"``, …).
-        color: its colour in every figure (a hex colour of :data:`OKABE_ITO`).
-        marker: its matplotlib marker.
         build: for a ranker, the constructor of its :class:`scp.pruning.rankers.Ranker`, called with the keyword
             arguments of :func:`scp.pruning.evaluation.make_ranker` (``checkpoint``, ``embedder``, ``cache_dir``,
             ``n_permutations``, ``seed`` and the adaptive-budget options; each takes those it uses); ``None`` for
@@ -65,8 +49,6 @@ class Method:
 
     name: str
     label: str
-    color: str
-    marker: str
     build: Callable[..., Any] | None = None
     preset: str | None = None
     hub: bool = False
@@ -159,9 +141,9 @@ def _shapley_ranker(
     loo: bool = False,
     **adaptive: Any,
 ):
-    """An :class:`scp.pruning.evaluation.SCPRanker` of ``checkpoint`` (whose config names its own embedder, so
+    """An :class:`scp.pruning.shapley_ranker.SCPRanker` of ``checkpoint`` (whose config names its own embedder, so
     ``embedder`` is not used); ``n_permutations="adaptive"`` with ``adaptive`` options gives an adaptive budget."""
-    from scp.pruning.evaluation import SCPRanker
+    from scp.pruning.shapley_ranker import SCPRanker
     from scp.pruning.pruner import ShapleyPruner
 
     pruner = ShapleyPruner.from_checkpoint(
@@ -241,32 +223,30 @@ def _tfidf(**_: Any):
     return TfidfRanker()
 
 
-_C = OKABE_ITO
-
 for _method in (
     # the rankers of scp.pruning, in the order tables list them
-    Method("scp", "SCP", _C["vermillion"], "o", _scp, preset="best", aliases=("deepsets",)),
-    Method("scp-loo", "SCP-LOO", _C["orange"], "D", _scp_loo, preset="best"),
-    Method("pointwise", "pointwise control", _C["blue"], "s", _pointwise, preset="pointwise"),
-    Method("random", "random", _C["grey"], "x", _random),
-    Method("bm25", "BM25", _C["bluish green"], "^", _bm25),
-    Method("cosine", "MiniLM cosine", _C["sky blue"], "v", _cosine, aliases=("minilm",)),
-    Method("cross-encoder", "cross-encoder", _C["reddish purple"], "P", _cross_encoder, hub=True),
-    Method("llmlingua2", "LLMLingua-2", _C["yellow"], "X", _llmlingua2, hub=True),
-    Method("provence", "Provence", _C["black"], "d", _provence, hub=True),
-    Method("tfidf", "TF-IDF", _C["sky blue"], "x", _tfidf),
+    Method("scp", "SCP", _scp, preset="best", aliases=("deepsets",)),
+    Method("scp-loo", "SCP-LOO", _scp_loo, preset="best"),
+    Method("pointwise", "pointwise control", _pointwise, preset="pointwise"),
+    Method("random", "random", _random),
+    Method("bm25", "BM25", _bm25),
+    Method("cosine", "MiniLM cosine", _cosine, aliases=("minilm",)),
+    Method("cross-encoder", "cross-encoder", _cross_encoder, hub=True),
+    Method("llmlingua2", "LLMLingua-2", _llmlingua2, hub=True),
+    Method("provence", "Provence", _provence, hub=True),
+    Method("tfidf", "TF-IDF", _tfidf),
     # Shapley estimators and allocations of scp.core (drawn; they value games, not contexts)
-    Method("exact", "exact", _C["black"], "*", aliases=("shapley",)),
-    Method("loo", "leave-one-out", _C["orange"], "D", aliases=("leave_one_out",)),
-    Method("mc", "Monte Carlo", _C["reddish purple"], "o", aliases=("monte_carlo",)),
-    Method("mc_antithetic", "Monte Carlo (antithetic)", _C["blue"], "s", aliases=("antithetic",)),
-    Method("shapiq", "shapiq", _C["sky blue"], "+"),
-    Method("least-core", "least core", _C["vermillion"], "D", aliases=("least_core",)),
+    Method("exact", "exact", aliases=("shapley",)),
+    Method("loo", "leave-one-out", aliases=("leave_one_out",)),
+    Method("mc", "Monte Carlo", aliases=("monte_carlo",)),
+    Method("mc_antithetic", "Monte Carlo (antithetic)", aliases=("antithetic",)),
+    Method("shapiq", "shapiq"),
+    Method("least-core", "least core", aliases=("least_core",)),
     # trained variants the figures compare with SCP
-    Method("paper-network", "paper network (3.03M)", _C["black"], "P", aliases=("paper", "paper network")),
-    Method("scp-transferred", "SCP, transferred", _C["reddish purple"], "s"),
-    Method("convex-deepsets", "ConvexDeepSets", _C["reddish purple"], "D", aliases=("convex",)),
-    Method("greedy", "greedy v(S)", _C["bluish green"], "v"),
+    Method("paper-network", "paper network (3.03M)", aliases=("paper", "paper network")),
+    Method("scp-transferred", "SCP, transferred"),
+    Method("convex-deepsets", "ConvexDeepSets", aliases=("convex",)),
+    Method("greedy", "greedy v(S)"),
 ):
     register(_method)
-del _method, _C
+del _method

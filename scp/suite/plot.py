@@ -1,11 +1,15 @@
-"""One figure style for the suite, a colour and marker per method, uncertainty bands, reproducible saving.
+"""One figure style for the suite, a colour, line style and marker per method, uncertainty bands, reproducible saving.
 
 - :func:`style` sets seaborn's ``ticks`` theme at the paper's caption size (8 pt), embeds TrueType fonts
   (``pdf.fonttype = 42``) and drops the top and right spines.  Notebooks call it once and never set rcParams.
 - :func:`figure` makes a one-column (3.3 in) or two-column (6.9 in) figure.
-- :func:`color` and :func:`marker` give the fixed Okabe–Ito colour and the marker of a method, read from the
-  method registry (:mod:`scp.pruning.methods`: by name, label or alias, e.g. ``"scp"``, ``"SCP"``, ``"loo"``,
-  ``"Monte Carlo"``), or of a figure element that is no method (:data:`ELEMENTS`: ``"bound"``, ``"supporting"``, …).
+- :data:`STYLES` is the one registry of figure styles: every method, estimator and reader of the method registry
+  (:mod:`scp.pruning.methods`, by name) and every reference element (``"bound"``, ``"full context"``,
+  ``"closed book"``) has one :class:`Style` (Okabe–Ito colour, line style, marker), no two the same colour and line
+  style; exact Shapley is black.  :func:`style_of`, :func:`color`, :func:`linestyle` and :func:`marker` look a
+  key up by name, label or alias (``"scp"``, ``"SCP"``, ``"loo"``, ``"Monte Carlo"``).
+- :data:`CATEGORIES` colours what is no method (classes of units, question types) from a second colour-blind-safe
+  palette (Paul Tol's "muted"), so that no category takes a method's colour; :func:`category_color` reads it.
 - :func:`band` draws the mean over samples as a line with a 95% CI band (bootstrap via
   :func:`scp.core.metrics.aggregate`, or a Student-t interval).
 - :func:`save` writes ``figures/<name>.pdf`` and a 200 dpi ``.png`` without timestamps, so rerunning an
@@ -21,15 +25,14 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from scp.errors import InputError
 from scp.io import atomic_open, jsonable
 from scp.pruning import methods
-from scp.pruning.methods import OKABE_ITO
-from scp.suite.notebook import resolve_out_dir
+from scp.suite.notebook import Saved, resolve_out_dir
 
 COLUMN_WIDTH = 3.3
 """Width of a one-column figure, in inches."""
@@ -40,27 +43,101 @@ FONT_SIZE = 8
 DPI = 200
 """Resolution of saved PNGs."""
 
-ELEMENTS = {
-    "bound": (OKABE_ITO["grey"], ""),
-    "supporting": (OKABE_ITO["vermillion"], "o"),
-    "distractor": (OKABE_ITO["grey"], "o"),
-    "full context": (OKABE_ITO["black"], "*"),
-    "closed book": (OKABE_ITO["yellow"], "P"),
+
+OKABE_ITO = {
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky blue": "#56B4E9",
+    "bluish green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "reddish purple": "#CC79A7",
+    "grey": "#999999",
 }
-"""(colour, marker) of the figure elements that are not methods: bounds and reference lines, the two classes of
-units, and the reference conditions of notebook 10 (the whole context, no context)."""
+"""The Okabe–Ito colour-blind-safe palette (plus a neutral grey): the colours of :data:`STYLES`."""
+
+
+class Style(NamedTuple):
+    """How every figure draws one method or reference element."""
+
+    color: str
+    linestyle: str
+    marker: str
+
+
+_C = OKABE_ITO
+STYLES: dict[str, Style] = {
+    # the SCP network and its trained variants: vermillion
+    "scp": Style(_C["vermillion"], "-", "o"),
+    "scp-loo": Style(_C["vermillion"], "--", "D"),
+    "scp-transferred": Style(_C["vermillion"], ":", "s"),
+    "paper-network": Style(_C["vermillion"], "-.", "P"),
+    # Shapley values and allocations of a game: exact Shapley black, Monte Carlo reddish purple, LOO orange
+    "exact": Style(_C["black"], "-", "*"),
+    "full": Style(_C["black"], "--", "*"),
+    "mc": Style(_C["reddish purple"], "-", "o"),
+    "mc_antithetic": Style(_C["reddish purple"], "--", "s"),
+    "convex-deepsets": Style(_C["reddish purple"], ":", "D"),
+    "cross-encoder": Style(_C["reddish purple"], "-.", "P"),
+    "loo": Style(_C["orange"], "-", "D"),
+    "provence": Style(_C["orange"], "-.", "d"),
+    "least-core": Style(_C["blue"], "-.", "D"),
+    "shapiq": Style(_C["sky blue"], ":", "+"),
+    "kernelshap": Style(_C["bluish green"], "-.", "P"),
+    # rankers: the pointwise control blue, lexical bluish green, MiniLM sky blue, LM-scored yellow
+    "pointwise": Style(_C["blue"], "-", "s"),
+    "maxshapley_lm": Style(_C["blue"], "--", "h"),
+    "bm25": Style(_C["bluish green"], "-", "^"),
+    "tfidf": Style(_C["bluish green"], "--", "<"),
+    "greedy": Style(_C["bluish green"], ":", "v"),
+    "cosine": Style(_C["sky blue"], "-", "v"),
+    "maxshapley_minilm": Style(_C["sky blue"], "--", "H"),
+    "llmlingua2": Style(_C["yellow"], "-", "X"),
+    "ecs": Style(_C["yellow"], "--", "D"),
+    "ecs-free": Style(_C["yellow"], ":", "P"),
+    # chance and reference elements
+    "random": Style(_C["grey"], "-", "x"),
+    "random-order": Style(_C["grey"], ":", "x"),
+    "bound": Style(_C["grey"], "--", ""),
+    "full context": Style(_C["black"], ":", "p"),
+    "closed book": Style(_C["yellow"], "-.", "P"),
+}
+"""The style of every method (by its registry name) and reference element (bounds and reference lines; the whole
+context and no context of notebook 10); tests/test_plot.py checks that no two share a colour and line style and
+that every registered method has one."""
+del _C
+
+ELEMENTS = ("bound", "full context", "closed book")
+"""The keys of :data:`STYLES` that are no method: bounds and reference lines, and notebook 10's reference
+conditions."""
+
+CATEGORIES = {
+    "supporting": "#882255",  # wine
+    "distractor": "#BBBBBB",  # grey
+    "bridge": "#332288",  # indigo
+    "comparison": "#DDCC77",  # sand
+}
+"""Colours of what is no method: the two classes of units and the question types (Paul Tol's colour-blind-safe
+"muted" palette, apart from the method colours)."""
 
 __all__ = [
     "COLUMN_WIDTH",
     "DPI",
+    "CATEGORIES",
     "ELEMENTS",
     "FONT_SIZE",
+    "OKABE_ITO",
     "PAGE_WIDTH",
+    "STYLES",
     "Saved",
+    "Style",
     "band",
+    "category_color",
     "color",
     "draw_tree",
     "figure",
+    "linestyle",
     "marker",
     "save",
     "save_table",
@@ -70,35 +147,47 @@ __all__ = [
 ]
 
 
-def style_of(key: str) -> tuple[str, str] | None:
-    """(colour, marker) of a figure key: an element of :data:`ELEMENTS`, else a method of the registry
+def style_of(key: str) -> Style | None:
+    """The :class:`Style` of a figure key: an element of :data:`ELEMENTS`, else a method of the registry
     (:func:`scp.pruning.methods.find`: its name, label or an alias; case-insensitive); ``None`` for neither."""
-    element = ELEMENTS.get(str(key).strip().casefold())  # the keys are lower case
-    if element is not None:
-        return element
+    folded = str(key).strip().casefold()
+    if folded in ELEMENTS:
+        return STYLES[folded]
     method = methods.find(key)
-    return None if method is None else (method.color, method.marker)
+    return None if method is None else STYLES.get(method.name)
 
 
-def _known() -> str:
-    return ", ".join([*ELEMENTS, *methods.names()])
+def _style(key: str) -> Style:
+    found = style_of(key)
+    if found is None:
+        known = ", ".join([*ELEMENTS, *methods.names()])
+        raise KeyError(f"no style for {key!r}; register the method and give it a style in STYLES (known: {known})")
+    return found
 
 
 def color(key: str) -> str:
     """The fixed colour of a method (its name, label or alias) or figure element; ``KeyError`` naming the known
     ones for anything else."""
-    found = style_of(key)
-    if found is None:
-        raise KeyError(f"no colour for method {key!r}; register it in scp.pruning.methods (known: {_known()})")
-    return found[0]
+    return _style(key).color
+
+
+def linestyle(key: str) -> str:
+    """The fixed line style of a method or figure element (see :func:`color`)."""
+    return _style(key).linestyle
 
 
 def marker(key: str) -> str:
     """The fixed marker of a method or figure element (see :func:`color`)."""
-    found = style_of(key)
-    if found is None:
-        raise KeyError(f"no marker for method {key!r}; register it in scp.pruning.methods (known: {_known()})")
-    return found[1]
+    return _style(key).marker
+
+
+def category_color(key: str) -> str:
+    """The colour of a category that is no method (:data:`CATEGORIES`: ``"supporting"``, ``"bridge"``, …);
+    ``KeyError`` naming the known ones for anything else."""
+    try:
+        return CATEGORIES[str(key).strip().casefold()]
+    except KeyError:
+        raise KeyError(f"no category colour for {key!r}; known: {', '.join(CATEGORIES)}") from None
 
 
 def style() -> None:
@@ -207,7 +296,8 @@ def band(
         ax: a matplotlib axes.
         x: the k positions (e.g. budgets M).
         samples: (k, r) values, r repeats per position (the sample axis is the last one); ``nan`` is skipped.
-        label: legend label; also picks the method's colour and marker when it names one (see :func:`style_of`).
+        label: legend label; also picks the method's colour, line style and marker when it names one (see
+            :func:`style_of`).
         ci: ``"bootstrap"`` (percentile bootstrap of the mean, :func:`scp.core.metrics.aggregate`) or ``"t"``
             (Student-t interval).
         level: confidence level of the band (0.95).
@@ -216,7 +306,7 @@ def band(
         alpha: opacity of the band.
         hatch: a matplotlib hatch pattern (e.g. ``"////"``): draw the band as hatch lines in the line's colour, with
             no fill, so that it stays apart from a filled band it overlaps (``None``: a filled band).
-        **line_kw: passed to ``ax.plot``.
+        **line_kw: passed to ``ax.plot`` (``ls`` overrides the method's line style).
 
     Returns:
         ``(line, mean, low, high)``: the line artist and the plotted statistics (arrays of length k).
@@ -232,8 +322,10 @@ def band(
     if s.ndim != 2 or s.shape[0] != x.size:
         raise InputError(f"samples must have shape (len(x), repeats) = ({x.size}, r); got {np.shape(samples)}")
     found = style_of(label)
-    c = color if color is not None else (found[0] if found else None)
-    m = marker if marker is not None else (found[1] if found else None)
+    c = color if color is not None else (found.color if found else None)
+    m = marker if marker is not None else (found.marker if found else None)
+    if found and "ls" not in line_kw and "linestyle" not in line_kw:
+        line_kw["ls"] = found.linestyle
     mean, low, high = _interval(s, ci, level, seed)
     (line,) = ax.plot(x, mean, label=label, color=c, marker=m or None, **line_kw)
     if np.isfinite(low).any():
@@ -261,21 +353,6 @@ def _write_if_changed(path: Path, data: bytes) -> Path:
         with atomic_open(path, "wb") as f:
             f.write(data)
     return path
-
-
-class Saved(list):
-    """The paths :func:`save` and :func:`save_table` wrote (a list), shown in a notebook as one short line rather
-    than a list of ``PosixPath`` objects above the figure."""
-
-    def __repr__(self) -> str:
-        if not self:
-            return "saved nothing"
-        stems = sorted({p.with_suffix("").name for p in self})
-        kinds = ", ".join(p.suffix.lstrip(".") for p in self)
-        return f"saved {', '.join(stems)} ({kinds}) in {self[0].parent}"
-
-    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's display of a cell's last value
-        printer.text(repr(self))
 
 
 def save(fig, name: str, out_dir: str | Path | None = None, formats: Iterable[str] = ("pdf", "png")) -> Saved:
