@@ -60,3 +60,31 @@ def test_readme_block_runs_as_written(index, tmp_path):
     if QUICK_COMMAND in code:
         out = QUICK_COMMAND.split("--out ")[1].split()[0]
         check_reproduces_reference(ROOT / out / "best.safetensors")
+
+
+def _reader_facing_text():
+    """(where, text) of every text a reader sees: the READMEs, the gallery and each notebook's markdown cells."""
+    for path in ("README.md", "figures/README.md", "params/README.md", "results/README.md"):
+        yield path, (ROOT / path).read_text()
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            if cell["cell_type"] == "markdown":
+                yield f"{path.name} cell {i}", "".join(cell["source"])
+
+
+def test_reader_facing_text_speaks_of_research_not_of_our_tracker():
+    tracker = re.compile(r"\b(?:issues?|goals?)\b", re.IGNORECASE)
+    found = [f"{where}: {m.group()!r}" for where, text in _reader_facing_text() for m in tracker.finditer(text)]
+    assert not found, "reader-facing text names our issue tracker's words; say it in research terms:\n" + "\n".join(
+        found
+    )
+
+
+def test_no_text_renders_as_a_mailto_link():
+    # Markdown (GFM, JupyterLab's marked) links x@y.z as an e-mail address: R@0.5 becomes mailto:R@0.5 unless in code
+    email = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]*\w)+")
+    found = []
+    for where, text in _reader_facing_text():
+        prose = re.sub(r"```.*?```|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", " ", text, flags=re.S)
+        found += [f"{where}: {m.group()!r}" for m in email.finditer(prose)]
+    assert not found, "write these in backticks (`R@0.5`):\n" + "\n".join(found)
