@@ -519,7 +519,7 @@ def draw_methods(
     """One panel of the cost figure: ``metric`` (``"jaccard"`` or ``"tau"``) against ``cost``
     (``"n_tokens"`` or ``"n_coalitions"``) for every method of :func:`summarize_by_budget`'s rows.
 
-    A method with several budgets is a line through its budgets with its 95% CI as a band; a single-budget
+    A method with several budgets is a line through its budgets with its 95% CI as error bars; a single-budget
     method is a marker with CI error bars; a method with zero cost (MaxShapley with embedding relevance: no
     LM call) is a horizontal line with its CI band; ``chance`` (a random order) is a horizontal line too.  Each
     method is drawn in its ``styles`` entry (name → (colour, line style, marker), :data:`scp.suite.plot.STYLES`)
@@ -538,9 +538,19 @@ def draw_methods(
         if (sub[cost] <= 0).all():
             ax.axhline(y[0], color=colour, ls=ls, lw=0.9, label=f"{label}, no LM call")
             ax.axhspan(low[0], high[0], color=colour, alpha=0.12, lw=0)
-        elif len(sub) > 1:
-            ax.plot(sub[cost], y, color=colour, ls=ls, marker=mark, markersize=3, label=label)
-            ax.fill_between(sub[cost], low, high, color=colour, alpha=0.18, lw=0)
+        elif len(sub) > 1:  # CI error bars, not bands: the sampling estimators' bands overlap and merge
+            ax.errorbar(
+                sub[cost],
+                y,
+                yerr=[y - low, high - y],
+                color=colour,
+                ls=ls,
+                marker=mark,
+                markersize=3,
+                elinewidth=0.6,
+                capsize=1.5,
+                label=label,
+            )
         else:
             ax.errorbar(
                 sub[cost],
