@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scp.errors import InputError, SCPError, format_warning
 from scp.pruning import methods
-from scp.suite.cli_args import add_subparser
+from scp.suite.cli_args import add_subparser, check_names
 
 # The names the options offer, written out so that building the parser (``--help``, a usage error) imports no torch;
 # tests/test_cli_speed.py keeps each equal to the library's own: scp.core.adaptive.BOUNDS, scp.data.features.STRUCTURAL
@@ -195,6 +195,15 @@ def non_negative_float(text: str) -> float:
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"must be a number ≥ 0, got {text}")
     return value
+
+
+def _run(args) -> int:
+    """``scp run``: refuse unknown notebooks (the standard library alone), then load the runner and run the rest
+    (:func:`scp.suite.runner._cli`)."""
+    check_names(["all"] if args.all else args.names)
+    from scp.suite.runner import _cli
+
+    return _cli(args)
 
 
 def _saved_on_interrupt(args) -> str:
@@ -383,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--chosen-by", required=True, metavar="TEXT", help="the notebook and table that chose this run")
     sh.set_defaults(func=_ship)
 
-    add_subparser(sub)  # scp run NAME… | all [--smoke] [-p key=value …]
+    add_subparser(sub, _run)  # scp run NAME… | all [--smoke] [-p key=value …]
     return parser
 
 

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from scp.errors import InputError
-from scp.suite import runner
+from scp.suite import runner, sources
 from tests.test_runner import write_notebook
 
 BODY = (
@@ -46,9 +46,10 @@ def checkout(tmp_path, monkeypatch):
         )
     git(root, "init", "-q")
     commit(root, "two notebooks")
-    for attr, value in {"ROOT": root, "NOTEBOOKS": root / "notebooks", "PARAMS": root / "params"}.items():
-        monkeypatch.setattr(runner, attr, value)
-    monkeypatch.setattr(runner, "RUNS", root / "runs")
+    folders = {"ROOT": root, "NOTEBOOKS": root / "notebooks", "PARAMS": root / "params", "RUNS": root / "runs"}
+    for module in (runner, sources):  # the runner, and the notebooks and parameter files it reads
+        for attr, value in folders.items():
+            monkeypatch.setattr(module, attr, value)
     return root
 
 

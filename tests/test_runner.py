@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from scp.suite import runner
+from scp.suite import runner, sources
 from scp.suite.notebook import read_records
 from scp.suite.runner import (
     NotebookFailed,
@@ -35,9 +35,10 @@ def project(tmp_path, monkeypatch):
     """A notebooks/ and params/ pair in tmp_path that the runner uses instead of the repository's."""
     nbs, params = tmp_path / "notebooks", tmp_path / "params"
     params.mkdir()
-    monkeypatch.setattr(runner, "NOTEBOOKS", nbs)
-    monkeypatch.setattr(runner, "PARAMS", params)
-    monkeypatch.setattr(runner, "RUNS", tmp_path / "runs")
+    for module in (runner, sources):  # the runner, and the notebooks and parameter files it reads
+        monkeypatch.setattr(module, "NOTEBOOKS", nbs)
+        monkeypatch.setattr(module, "PARAMS", params)
+        monkeypatch.setattr(module, "RUNS", tmp_path / "runs")
     write_notebook(
         nbs / "01_demo.ipynb",
         "n = 10  # size\nseed = 0  # seed\nout_dir = None  # set by the runner",

@@ -143,8 +143,8 @@ def _shapley_ranker(
 ):
     """An :class:`scp.pruning.shapley_ranker.SCPRanker` of ``checkpoint`` (whose config names its own embedder, so
     ``embedder`` is not used); ``n_permutations="adaptive"`` with ``adaptive`` options gives an adaptive budget."""
-    from scp.pruning.shapley_ranker import SCPRanker
     from scp.pruning.pruner import ShapleyPruner
+    from scp.pruning.shapley_ranker import SCPRanker
 
     pruner = ShapleyPruner.from_checkpoint(
         checkpoint, cache_dir=cache_dir, n_permutations=n_permutations, seed=seed, **adaptive

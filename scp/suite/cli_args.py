@@ -5,7 +5,7 @@ runner (YAML, numpy, papermill) is loaded."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scp.errors import MissingFileError
@@ -60,17 +60,19 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def add_subparser(subparsers) -> argparse.ArgumentParser:
-    """Add ``run`` (this runner) to an ``argparse`` sub-command set: ``scp run NAME… | all [--smoke] [-p k=v]``.
+def add_subparser(subparsers, handler: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+    """Add ``run`` (the runner) to an ``argparse`` sub-command set: ``scp run NAME… | all [--smoke] [-p k=v]``.
 
-    Its handler is stored as ``func`` and returns the exit status: ``args.func(args)``.
+    ``handler`` is stored as ``func`` and returns the exit status: ``args.func(args)`` (the caller gives it, so
+    that this module, below the runner, never imports it: ``scp.cli`` loads the runner only after
+    :func:`check_names`).
     """
     parser = configure(
         subparsers.add_parser(
             "run", help="execute notebooks with their parameter files (papermill)", description=DESCRIPTION
         )
     )
-    parser.set_defaults(func=run_command)
+    parser.set_defaults(func=handler)
     return parser
 
 
@@ -88,11 +90,3 @@ def check_names(names: Sequence[str]) -> None:
             except ValueError:
                 shown = path
             raise MissingFileError(f"no notebook {shown} (known notebooks: {known})")
-
-
-def run_command(args: argparse.Namespace) -> int:
-    """``scp run``: refuse unknown notebooks, then load the runner and run the rest (:func:`scp.suite.runner._cli`)."""
-    check_names(["all"] if args.all else args.names)
-    from scp.suite.runner import _cli
-
-    return _cli(args)

@@ -40,6 +40,8 @@ from typing import Any
 
 from scp.errors import DataFormatError, InputError
 from scp.io import jsonable
+from scp.suite import sources
+from scp.suite.sources import RunnerError, notebook_names, order, pending_swap, read_sections, resolve_params
 
 SCP_SOURCE = Path(__file__).resolve().parents[1]
 """The ``scp`` package folder whose modules :func:`code_digests` hashes."""
@@ -49,11 +51,9 @@ TIMING_COLUMNS = ("*seconds*", "*_s", "*_s_*", "*time*", "*per_second*", "*speed
 
 
 def _dirs():
-    """The runner's notebooks/, params/ and checkout folders (read at call time, so a test may point the runner
-    elsewhere)."""
-    from scp.suite import runner
-
-    return runner.NOTEBOOKS, runner.PARAMS, runner.ROOT
+    """The notebooks/, params/ and checkout folders of :mod:`scp.suite.sources` (read at call time, so a test may
+    point them elsewhere)."""
+    return sources.NOTEBOOKS, sources.PARAMS, sources.ROOT
 
 
 __all__ = [
@@ -115,8 +115,6 @@ def _strings(where: str, key: str, value: Any) -> tuple[str, ...]:
 
 def declared(name: str, params_dir: Path | None = None) -> Declared:
     """The ``suite:`` section of ``params/NAME.yaml`` as a :class:`Declared` (bad entries raise, naming them)."""
-    from scp.suite.runner import read_sections
-
     _, params, root = _dirs()
     path = Path(params_dir or params) / f"{name}.yaml"
     section = read_sections(path, name)["suite"]
@@ -146,8 +144,6 @@ def declarations(
     names: Iterable[str] | None = None, params_dir: Path | None = None, notebooks_dir: Path | None = None
 ) -> dict[str, Declared]:
     """``{name: Declared}`` for ``names`` (default: every notebook)."""
-    from scp.suite.runner import notebook_names
-
     return {n: declared(n, params_dir) for n in (notebook_names(notebooks_dir) if names is None else names)}
 
 
@@ -171,7 +167,6 @@ def check_graph(decls: Mapping[str, Declared], root: Path | None = None, data_di
     a model that is not a file git tracks under ``models/``, a data entry missing under ``data_dir``
     (default ``$SCP_DATA_DIR``; not checked when neither is set)."""
     from scp.data.datasets import DATA_DIR_ENV
-    from scp.suite.runner import RunnerError, order
 
     root = Path(root or _dirs()[2])
     problems = []
@@ -195,6 +190,17 @@ def check_graph(decls: Mapping[str, Declared], root: Path | None = None, data_di
         for n, d in decls.items():
             problems += [f"{n}: data {e!r} is not under {data_dir}" for e in d.data if not (data_dir / e).exists()]
     return problems
+
+
+SITE_PACKAGES = "site-packages"
+"""How provenance names the folder of installed packages (the reader's GGUF file is one of theirs)."""
+
+
+def site_packages() -> list[str]:
+    """The folders installed packages live in (``purelib`` and ``platlib`` of this interpreter)."""
+    import sysconfig
+
+    return sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
 
 
 # ------------------------------------------------------------------------------------------------ digests
@@ -302,7 +308,14 @@ def module_imports(module: str, source: Path | None = None) -> frozenset[str]:
 
 
 ORCHESTRATION = frozenset(
-    {"scp.suite.runner", "scp.suite.graph", "scp.suite.check", "scp.suite.quoted", "scp.suite.gallery"}
+    {
+        "scp.suite.runner",
+        "scp.suite.sources",
+        "scp.suite.graph",
+        "scp.suite.check",
+        "scp.suite.quoted",
+        "scp.suite.gallery",
+    }
 )
 """Modules that run, order, check and describe notebooks but compute nothing a notebook's tables or figures hold:
 :func:`code_digests` leaves them out (and does not follow their imports), so fixing the runner reruns nothing."""
@@ -392,7 +405,6 @@ def read_provenance(name: str, results_dir: Path | None = None) -> dict[str, Any
 def _resolve(shown: str, root: Path) -> Path | None:
     """The file a provenance path names now (``$SCP_DATA_DIR/…``, checkout-relative, or absolute)."""
     from scp.data.datasets import DATA_DIR_ENV
-    from scp.suite.notebook import SITE_PACKAGES, site_packages
 
     if shown.startswith(f"{SITE_PACKAGES}/"):
         found = [Path(f) / shown[len(SITE_PACKAGES) + 1 :] for f in site_packages()]
@@ -458,8 +470,6 @@ def _own_reasons(
     root: Path,
     tracked: set[str] | None = None,
 ) -> list[str]:
-    from scp.suite.runner import resolve_params
-
     if prov is None:
         return ["no provenance.json (never run, or run before provenance was recorded)"]
     reasons = []
@@ -494,15 +504,11 @@ def status(
     (default every notebook), in dependency order; a notebook after a stale one is stale too.  Besides its inputs,
     a notebook is stale when an output it wrote is missing or changed, when its provenance is unreadable (one
     reason, no traceback), and when a run was cut while replacing its folders."""
-    from scp.suite.runner import order
-
     decls = declarations(None, params_dir, notebooks_dir)
     names = list(decls) if names is None else list(names)
     unknown = [n for n in names if n not in decls]
     if unknown:
         raise InputError(f"unknown notebook {', '.join(unknown)}")
-    from scp.suite.runner import pending_swap
-
     root = Path(root or _dirs()[2])
     tracked = _tracked(root)
     out: dict[str, list[str]] = {}

@@ -20,14 +20,12 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from scp.errors import InputError
 from scp.io import jsonable
 from scp.paths import ROOT
-
-if TYPE_CHECKING:
-    from scp.suite.plot import Saved
+from scp.suite.graph import SITE_PACKAGES, code_digests, notebook_digest, site_packages
 
 RECORD_MIME = "application/scp+json"
 """MIME type of a recorded value in a notebook's outputs (a JSON object ``{name: value}``)."""
@@ -223,17 +221,6 @@ def git_commit(root: str | Path | None = None) -> dict[str, Any]:
         return {"commit": None, "dirty": None, "changed": None}
 
 
-SITE_PACKAGES = "site-packages"
-"""How provenance names the folder of installed packages (the reader's GGUF file is one of theirs)."""
-
-
-def site_packages() -> list[str]:
-    """The folders installed packages live in (``purelib`` and ``platlib`` of this interpreter)."""
-    import sysconfig
-
-    return sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
-
-
 def shown_path(path: str | Path, root: Path | None = None) -> str:
     """How a file is named in provenance: ``$SCP_DATA_DIR/…`` under the data folder, ``site-packages/…`` in an
     installed package, relative to the checkout (``models/…``, ``runs/models/…``) under it, else absolute; so
@@ -310,6 +297,21 @@ def provenance(
     )
 
 
+class Saved(list):
+    """The paths :func:`scp.suite.plot.save`, :func:`~scp.suite.plot.save_table` and :meth:`NotebookRun.finish`
+    wrote (a list), shown in a notebook as one short line rather than a list of ``PosixPath`` objects."""
+
+    def __repr__(self) -> str:
+        if not self:
+            return "saved nothing"
+        stems = sorted({p.with_suffix("").name for p in self})
+        kinds = ", ".join(p.suffix.lstrip(".") for p in self)
+        return f"saved {', '.join(stems)} ({kinds}) in {self[0].parent}"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's display of a cell's last value
+        printer.text(repr(self))
+
+
 RUNS_DIR_ENV = "SCP_RUNS_DIR"
 """Environment variable naming the folder of trained runs (``<it>/models``): the runner sets it, so a notebook
 run into a scratch folder still shares the checkout's ``runs/models``."""
@@ -342,8 +344,6 @@ class NotebookRun:
         staleness: the notebook's digest and the digests of the ``scp`` modules it imports); the notebook's last
         code cell calls it."""
         from scp.io import write_json
-        from scp.suite.graph import code_digests, notebook_digest
-        from scp.suite.plot import Saved
 
         folder = self.out_dir / "results" / self.name
         folder.mkdir(parents=True, exist_ok=True)
@@ -393,7 +393,7 @@ def start(name: str, namespace: Mapping[str, Any]) -> NotebookRun:
     from datetime import UTC, datetime
 
     from scp import lineage
-    from scp.suite.runner import notebook_parameters
+    from scp.suite.sources import notebook_parameters
 
     here = Path.cwd() if (Path.cwd() / f"{name}.ipynb").is_file() else None  # the kernel runs in its folder
     names = notebook_parameters(name, here)
