@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from scp.suite.gallery import staleness_line
+from scp.suite.gallery import CODE_REASONS, staleness_line
 from scp.suite.graph import declared, read_provenance, status, uncovered_reads
 from scp.suite.runner import ROOT, notebook_names
 
@@ -45,12 +45,12 @@ def test_each_run_lists_what_it_read_and_only_what_it_declares(name):
 
 
 def test_stale_only_because_code_changed_and_the_readme_says_so():
-    """The committed results are what the committed notebooks, parameters and inputs give, and their outputs are
-    the files the run wrote (the text of a notebook may have been fixed since: markdown is no input).  The one
-    staleness allowed is ``scp`` code changed after the run, and then README's suite table says how many notebooks
-    it leaves stale (``test_suite.py`` keeps that line equal to ``--status``), so it is never silent."""
+    """The committed results are what the committed parameters and inputs give, and their outputs are the files
+    the run wrote.  The one staleness allowed is code changed after the run (the notebook's code cells or the
+    ``scp`` modules it imports; markdown is no input), and then README's suite table says how many notebooks it
+    leaves stale (``test_suite.py`` keeps that line equal to ``--status``), so it is never silent."""
     stale = {n: why for n, why in status().items() if why}
-    other = {n: [r for r in why if not r.startswith(("code changed:", "it comes after "))] for n, why in stale.items()}
+    other = {n: [r for r in why if not r.startswith((*CODE_REASONS, "it comes after "))] for n, why in stale.items()}
     assert not any(other.values()), other
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert staleness_line(status()) in readme

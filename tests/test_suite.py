@@ -82,8 +82,9 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     assert "Results made at commit `bbbbbbb` (dirty): 3 notebooks" in suite.readme_table(root)
     assert "--status" not in suite.readme_table(root)  # another tree: no staleness line unless it is given
     stale = {"00_cooperative_games_tutorial": [], "01_train_value_network": ["code changed: scp.io"]}
-    assert "1 of 2 notebooks up to date; 1 stale because `scp` code they import changed" in suite.readme_table(
-        root, stale
+    assert (
+        "1 of 2 notebooks up to date; 1 stale because their code (code cells, or `scp` modules they import) changed"
+        in suite.readme_table(root, stale)
     )
     assert suite.staleness_line({"00_cooperative_games_tutorial": []}).endswith(
         "all 1 notebooks are up to date with their code, parameters and inputs."

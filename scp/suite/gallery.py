@@ -343,6 +343,11 @@ def gallery(root: Path = ROOT) -> str:
     return "\n".join(lines)
 
 
+#: The beginnings of :func:`scp.suite.graph.status` reasons that say a notebook's code changed after its run: its
+#: code cells, or an ``scp`` module it imports (not its parameters, inputs or outputs).
+CODE_REASONS = ("code changed", "the notebook changed")
+
+
 def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
     """One sentence saying how many notebooks ``scp run all --status`` finds up to date, and why the others are
     stale (``stale``: :func:`scp.suite.graph.status`'s ``{name: reasons}``), grouped so that only the kind of
@@ -351,16 +356,16 @@ def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
     fresh = [name for name, why in stale.items() if not why]
     if len(fresh) == n:
         return f"`scp run all --status`: all {n} notebooks are up to date with their code, parameters and inputs."
-    code = [name for name, why in stale.items() if any(r.startswith("code changed") for r in why)]
+    code = [name for name, why in stale.items() if any(r.startswith(CODE_REASONS) for r in why)]
     own = sorted(
-        {r.split(":")[0] for why in stale.values() for r in why if not r.startswith(("code changed", "it comes after"))}
+        {r.split(":")[0] for why in stale.values() for r in why if not r.startswith((*CODE_REASONS, "it comes after"))}
     )
     text = f"`scp run all --status`: {len(fresh)} of {n} notebooks up to date"
     if code:
         text += (
-            f"; {len(code)} stale because `scp` code they import changed after the run (their figures and tables "
-            "are what the commit named above computed, not yet rerun at this one; `--status` names the modules and "
-            "`make figures` reruns them)"
+            f"; {len(code)} stale because their code (code cells, or `scp` modules they import) changed after the run "
+            "(their figures and tables are what the commit named above computed, not yet rerun at this one; "
+            "`--status` names what changed and `make figures` reruns them)"
         )
     if own:
         text += "; stale for other reasons: " + "; ".join(own)
