@@ -71,7 +71,7 @@ STYLES: dict[str, Style] = {
     # the SCP network and its trained variants: vermillion
     "scp": Style(_C["vermillion"], "-", "o"),
     "scp-loo": Style(_C["vermillion"], "--", "D"),
-    "scp-transferred": Style(_C["vermillion"], ":", "s"),
+    "scp-transferred": Style(_C["blue"], ":", "s"),  # apart from SCP: they share figures
     "paper-network": Style(_C["vermillion"], "-.", "P"),
     # Shapley values and allocations of a game: exact Shapley black, Monte Carlo reddish purple, LOO orange
     "exact": Style(_C["black"], "-", "*"),
