@@ -1,11 +1,15 @@
 """The architecture holds: the import-linter layers of pyproject.toml are kept, a core module importing from a
-higher layer breaks them (the check can fail), and the README's layout table is the tree's."""
+higher layer breaks them (the check can fail), the README's layout table is the tree's, and no module of
+scp.pruning or scp.suite imports, directly or through others of its package, a module that imports it."""
 
+import ast
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from scp.suite import layout
 
@@ -48,3 +52,52 @@ def test_readme_layout_table_is_the_tree():
     start, end = layout.MARKERS
     shown = text[text.index(start) + len(start) : text.index(end)].strip()
     assert shown == layout.layout_table(ROOT), "README's layout table is stale: run python -m scp.suite.layout"
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """``{module: the modules of the same package it imports}`` of one subpackage of scp, read from every import
+    statement anywhere in each module (inside functions too: a lazy import is still a dependency)."""
+    name = f"scp.{package.name}"
+    modules = {f"{name}.{path.stem}": path for path in package.glob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in modules:
+                graph[module].add(node.module)
+            elif isinstance(node, ast.ImportFrom) and node.module == name:
+                graph[module] |= {f"{name}.{a.name}" for a in node.names} & set(modules)
+            elif isinstance(node, ast.Import):
+                graph[module] |= {a.name for a in node.names if a.name in modules}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: each a path that ends at the module it starts from."""
+    found, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        for other in sorted(graph[module]):
+            if other in path:
+                found.append([*path[path.index(other) :], other])
+            elif other not in done:
+                visit(other, [*path, other])
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    return found
+
+
+@pytest.mark.parametrize("package", ["pruning", "suite"])
+def test_no_import_circle_inside_the_package(package):
+    """The layers contract does not see circles inside one layer; this walk of every import statement does."""
+    assert circles(import_graph(ROOT / "scp" / package)) == []
+
+
+def test_a_lazy_import_that_closes_a_circle_is_found(tmp_path):
+    package = tmp_path / "suite"
+    shutil.copytree(ROOT / "scp" / "suite", package, ignore=shutil.ignore_patterns("__pycache__"))
+    sources = package / "sources.py"
+    sources.write_text(sources.read_text() + "\n\ndef _late():\n    from scp.suite.runner import run  # noqa: F401\n")
+    assert ["scp.suite.sources", "scp.suite.runner", "scp.suite.sources"] in circles(import_graph(package))
