@@ -11,6 +11,8 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
+import scp.experiments.ecs  # noqa: E402, F401  (registers ECS's methods)
+import scp.experiments.maxshapley  # noqa: E402, F401  (registers FullShapley, KernelSHAP, MaxShapley, random order)
 from scp.pruning import methods  # noqa: E402
 from scp.suite import plot  # noqa: E402
 from scp.suite.notebook import repo_root  # noqa: E402
@@ -127,9 +129,6 @@ def _style_keys(code: str):
 
 def test_every_method_the_notebooks_name_has_a_style():
     import nbformat
-
-    import scp.experiments.ecs  # noqa: F401  (registers its methods)
-    import scp.experiments.maxshapley  # noqa: F401
 
     seen, unknown = set(), set()
     for path in sorted((repo_root() / "notebooks").glob("*.ipynb")):
