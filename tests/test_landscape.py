@@ -233,3 +233,32 @@ def test_pair_kind_summary_averages_over_contexts_and_skips_missing_kinds():
     ref = aggregate([1.0, 3.0], n_boot=200, seed=1)
     r = by["interaction", "distractor–distractor"]
     assert (r["mean"], r["ci_low"], r["ci_high"]) == (ref.mean, ref.ci_low, ref.ci_high)
+
+
+def test_near_equal_paragraph_cosines_amplify_cosine_rounding_into_para_cos_z():
+    """Why notebook 08's --check allows 1e-5: the z-score of three paragraphs' best cosines that lie within 0.004 (its
+    context of row 49) moves ~100× more than a cosine does, when well apart about as much."""
+    from scp.data.features import structural_features
+
+    units = [f"{t}: s{i}" for i, t in enumerate("AAAABBBBBBCC")]
+    ulp = 6e-8  # one float32 step of a cosine near 0.5
+    for best, lo, hi in (((0.48756, 0.49045, 0.49155), 50, 1000), ((0.2, 0.5, 0.8), 0.1, 10)):
+        cos = np.array([best[0] - 0.1] * 3 + [best[0]] + [best[1]] + [best[1] - 0.1] * 5 + [best[2] - 0.1, best[2]])
+        nudged = cos.copy()
+        nudged[3] += ulp
+        z = structural_features("q", units, cos)["para_cos_z"]
+        moved = np.abs(structural_features("q", units, nudged)["para_cos_z"] - z).max()
+        assert lo * ulp < moved < hi * ulp, (best, moved / ulp)
+
+
+def test_notebook_08_states_the_tolerance_its_params_declare():
+    """The sentence in notebook 08 that justifies its --check tolerance names the tolerance params/ declares."""
+    from scp.io import read_json
+    from scp.suite import repo_root
+    from scp.suite.graph import declared
+
+    tolerance = declared("08_landscape_of_context").tolerance
+    cells = read_json(repo_root() / "notebooks" / "08_landscape_of_context.ipynb", "notebook 08")["cells"]
+    text = " ".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").replace("\n", " ")
+    assert (tolerance.atol, tolerance.rtol) == (1e-5, 0.0)
+    assert "must match them to 1e-5, not the suite's usual 1e-6" in text
