@@ -27,7 +27,17 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Quoted", "quoted_numbers", "unmatched", "values_of"]
+__all__ = [
+    "CLAIMS_HEADING",
+    "Claim",
+    "Quoted",
+    "VERDICTS",
+    "paper_claims",
+    "quoted_numbers",
+    "unmatched",
+    "values_of",
+    "verdict_of",
+]
 
 SMALL_INTEGERS = range(11)
 
@@ -155,3 +165,77 @@ def _matches(q: Quoted, values: Iterable[float]) -> bool:
 def unmatched(markdown: str, values: list[float]) -> list[Quoted]:
     """The numbers of ``markdown`` that no value gives at the printed precision."""
     return [q for q in quoted_numbers(markdown) if not _matches(q, values)]
+
+
+# ------------------------------------------------------------------------------------------- the paper's claims
+
+CLAIMS_HEADING = "## The paper's claims"
+"""The heading of the markdown cell that confronts the paper's claims with this notebook's numbers."""
+
+VERDICTS = ("reproduced", "not reproduced", "not tested here")
+"""What a claim's verdict may say (``not tested here`` is followed by ``: why``)."""
+
+_QUOTE = re.compile(r'^\s*(?:"[^"]+"|“[^”]+”)')
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One row of a notebook's claims table: the paper's words (quoted), where the paper says it, our number(s)
+    and the verdict."""
+
+    claim: str
+    where: str
+    ours: str
+    verdict: str
+
+
+def _cells(row: str) -> list[str]:
+    """The cells of a markdown table row (``|`` inside backticks or math is no separator)."""
+    cells, depth, current = [], {"`": False, "$": False}, ""
+    for ch in row.strip().strip("|"):
+        if ch in depth:
+            depth[ch] = not depth[ch]
+        if ch == "|" and not any(depth.values()):
+            cells.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [*cells, current.strip()]
+
+
+def paper_claims(notebook: Path) -> list[Claim]:
+    """The rows of the table under :data:`CLAIMS_HEADING` in ``notebook``'s markdown (none: ``[]``).
+
+    Raises:
+        DataFormatError: a row without four cells, a claim not in double quotes (the paper's own words), an empty
+            ``where`` or ``ours``, or a verdict other than :data:`VERDICTS` (``not tested here`` needs ``: why``).
+    """
+    from scp.errors import DataFormatError
+    from scp.io import read_json
+
+    claims: list[Claim] = []
+    for cell in read_json(notebook, f"notebook {notebook.name}").get("cells", []):
+        text = "".join(cell.get("source", ""))
+        if cell.get("cell_type") != "markdown" or not text.lstrip().startswith(CLAIMS_HEADING):
+            continue
+        rows = [line for line in text.splitlines() if line.lstrip().startswith("|")][2:]  # past header, rule
+        for row in rows:
+            cells = _cells(row)
+            where = f"{notebook.name}, claims row {len(claims) + 1}"
+            if len(cells) != 4:
+                raise DataFormatError(f"{where}: {len(cells)} cells, not claim | where | ours | verdict")
+            claim = Claim(*cells)
+            if not _QUOTE.match(claim.claim):
+                raise DataFormatError(f"{where}: the claim is not quoted in the paper's words: {claim.claim[:60]}")
+            if not claim.where or not claim.ours:
+                raise DataFormatError(f"{where}: says neither where the paper claims it nor what we measured")
+            verdict = claim.verdict.strip("*_ ")
+            if not (verdict in VERDICTS[:2] or re.fullmatch(r"not tested here:\s*\S.*", verdict)):
+                raise DataFormatError(f"{where}: verdict {claim.verdict!r} is none of {', '.join(VERDICTS)}")
+            claims.append(claim)
+    return claims
+
+
+def verdict_of(claim: Claim) -> str:
+    """The claim's verdict without its reason: one of :data:`VERDICTS`."""
+    return claim.verdict.strip("*_ ").split(":")[0]
