@@ -1,4 +1,4 @@
-"""scp.bench.benchmarks plumbing: rotated repeats, time-to-RMSE interpolation, BENCHMARKS.md regeneration, dispatch."""
+"""scp.bench plumbing: rotated repeats, time-to-RMSE interpolation, BENCHMARKS.md regeneration, dispatch."""
 
 import json
 import math
@@ -6,19 +6,19 @@ import math
 import pytest
 import torch
 
-from scp.bench import benchmarks as bench
+from scp.bench import accuracy, cli, common, gpu, report
 
 
 def test_timed_rounds_rotates_the_order_and_warms_up():
     seen = []
     calls = {name: (lambda r, name=name: seen.append((name, r)) or r) for name in "abc"}
-    times, outputs = bench.timed_rounds(calls, 3, min_seconds=0.0)
+    times, outputs = common.timed_rounds(calls, 3, min_seconds=0.0)
     assert seen[:3] == [("a", -1), ("b", -1), ("c", -1)]  # one untimed warm-up each
     assert [name for name, _ in seen[3:]] == list("abcbcacab")
     assert outputs["b"] == [0, 1, 2] and all(len(t) == 3 for t in times.values())
     # a call much shorter than min_seconds is repeated back to back inside one measurement (time per call kept)
     count = []
-    times, outputs = bench.timed_rounds({"fast": lambda r: count.append(r) or r}, 2, min_seconds=0.01)
+    times, outputs = common.timed_rounds({"fast": lambda r: count.append(r) or r}, 2, min_seconds=0.01)
     assert len(count) > 3 and outputs["fast"] == [0, 1] and max(times["fast"]) < 0.01
 
     # a method that refuses (e.g. a budget below its minimum) is left out and named, or raises when not asked
@@ -26,11 +26,11 @@ def test_timed_rounds_rotates_the_order_and_warms_up():
         raise ValueError("budget too small")
 
     failures = {}
-    times, _ = bench.timed_rounds({"ok": lambda r: r, "no": refuse}, 2, min_seconds=0.0, failures=failures)
+    times, _ = common.timed_rounds({"ok": lambda r: r, "no": refuse}, 2, min_seconds=0.0, failures=failures)
     assert list(times) == ["ok"] and failures == {"no": "ValueError: budget too small"}
     with pytest.raises(ValueError, match="budget"):
-        bench.timed_rounds({"no": refuse}, 1)
-    assert bench.spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "repeats": 3}
+        common.timed_rounds({"no": refuse}, 1)
+    assert common.spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0, "repeats": 3}
 
 
 def curve(points):
@@ -39,21 +39,21 @@ def curve(points):
 
 def test_time_to_rmse_interpolates_in_log_log_and_ratios_pick_the_best_of_each_family():
     pts = curve([(1.0, 1e-2), (4.0, 5e-3), (16.0, 2.5e-3)])
-    assert bench.time_to(pts, 1e-2) == 1.0 and bench.time_to(pts, 2e-2) == 1.0
-    assert bench.time_to(pts, math.sqrt(1e-2 * 5e-3)) == pytest.approx(2.0)
-    assert bench.time_to(pts, 1e-3) is None
-    assert bench.time_to(curve([(1.0, 1e-2), (2.0, 2e-2), (4.0, 4e-3)]), 1e-2) == 1.0  # made monotone
+    assert accuracy.time_to(pts, 1e-2) == 1.0 and accuracy.time_to(pts, 2e-2) == 1.0
+    assert accuracy.time_to(pts, math.sqrt(1e-2 * 5e-3)) == pytest.approx(2.0)
+    assert accuracy.time_to(pts, 1e-3) is None
+    assert accuracy.time_to(curve([(1.0, 1e-2), (2.0, 2e-2), (4.0, 4e-3)]), 1e-2) == 1.0  # made monotone
     curves = {
         "ours: a": curve([(1.0, 1e-2), (2.0, 5e-3)]),
         "ours: b": curve([(3.0, 1e-2)]),
         "shapiq X": curve([(10.0, 1e-2), (40.0, 5e-3)]),
         "shapiq Y": curve([(5.0, 2e-2)]),
     }
-    rows = bench.time_to_rmse_ratios(curves)
+    rows = accuracy.time_to_rmse_ratios(curves)
     assert [r["rmse"] for r in rows] == [5e-3, 1e-2, 2e-2]
     assert rows[0]["ours"] == "ours: a" and rows[0]["shapiq"] == "shapiq X" and rows[0]["ratio"] == pytest.approx(20)
     assert rows[2]["shapiq"] == "shapiq Y" and rows[2]["ratio"] == pytest.approx(5.0)
-    h = bench.headline({"ratios": {"41": rows}})
+    h = accuracy.headline({"ratios": {"41": rows}})
     assert h["at_hardest"]["rmse"] == 5e-3 and h["min_ratio"] == pytest.approx(5.0)
 
 
@@ -70,8 +70,8 @@ def test_report_regenerates_marked_blocks_from_json(tmp_path):
                     {
                         "net": "net",
                         "n": 64,
-                        "gemm": bench.spread([0.002]),
-                        "cumsum": bench.spread([0.001]),
+                        "gemm": common.spread([0.002]),
+                        "cumsum": common.spread([0.001]),
                         "max_abs_difference": 1e-7,
                     }
                 ],
@@ -80,10 +80,10 @@ def test_report_regenerates_marked_blocks_from_json(tmp_path):
     )
     doc = tmp_path / "BENCHMARKS.md"
     blocks = "".join(
-        f"<!-- bench:{k} -->\nold\n<!-- /bench:{k} -->\n" for k in ["environment", *bench.SECTIONS, "endtoend", "gpu"]
+        f"<!-- bench:{k} -->\nold\n<!-- /bench:{k} -->\n" for k in ["environment", *report.SECTIONS, "endtoend", "gpu"]
     )
     doc.write_text("# Benchmarks\n" + blocks + "tail\n")
-    bench.report(tmp_path, doc)
+    report.report(tmp_path, doc)
     text = doc.read_text()
     assert "| net | 64 | 2.00 [2.00, 2.00] | 1.00 [1.00, 1.00] | 2.00 | 1.0e-07 |" in text
     assert "_not run yet: `python -m scp.bench long`" in text and "old" in text  # endtoend.json absent: kept
@@ -91,7 +91,7 @@ def test_report_regenerates_marked_blocks_from_json(tmp_path):
     assert "_The GPU check has not run on a GPU yet" in text and "scripts/gpu_check.sh" in text
     doc.write_text("no markers")
     with pytest.raises(ValueError, match="bench:estimator"):
-        bench.report(tmp_path, doc)
+        report.report(tmp_path, doc)
 
 
 def test_endtoend_dispatches_to_bench_e2e(monkeypatch):
@@ -99,7 +99,7 @@ def test_endtoend_dispatches_to_bench_e2e(monkeypatch):
 
     got = []
     monkeypatch.setattr(bench_e2e, "main", lambda argv: got.append(argv) or 0)
-    assert bench.main(["endtoend", "--quick", "--threads", "1"]) == 0
+    assert cli.main(["endtoend", "--quick", "--threads", "1"]) == 0
     assert got == [["--quick", "--threads", "1"]]
 
 
@@ -107,7 +107,7 @@ def test_gpu_dry_run_runs_every_section_and_checks_equality(tmp_path, capsys, mo
     """The GPU check's plumbing on the CPU: every section, the equality check, the JSON's structure; never gpu.json."""
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", torch.backends.cudnn.allow_tf32)
-    code = bench.main(["gpu", "--dry-run", "--out", str(tmp_path)])
+    code = cli.main(["gpu", "--dry-run", "--out", str(tmp_path)])
     assert not (tmp_path / "gpu.json").exists()
     result = json.loads((tmp_path / "gpu_dry_run.json").read_text())
     assert result["dry_run"] is True and "DRY RUN" in result["note"]
@@ -125,15 +125,15 @@ def test_gpu_dry_run_runs_every_section_and_checks_equality(tmp_path, capsys, mo
     # the reader either measured tokens/s or says why it could not: never silently absent
     assert "reader" in result or "reader" in result["errors"]
     assert code == (0 if not result["errors"] else 3)
-    text = bench.format_gpu(result)
+    text = gpu.format_gpu(result)
     assert text.startswith("**DRY RUN") and "| 41 | 20 | gemm |" in text
     with pytest.raises(ValueError, match="dry run never writes"):
-        bench.gpu(out_dir=bench.RESULTS, dry_run=True)
+        gpu.gpu(out_dir=common.RESULTS, dry_run=True)
 
 
 def test_gpu_check_without_cuda_says_so_in_one_line(capsys):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    assert bench.main(["gpu"]) == 1
+    assert cli.main(["gpu"]) == 1
     err = capsys.readouterr().err.strip()
     assert "no CUDA device" in err and "\n" not in err

@@ -1,4 +1,4 @@
-"""``python -m scp.bench SECTION``: the benchmarks of :mod:`scp.bench.benchmarks`."""
+"""``python -m scp.bench SECTION``: the benchmarks' command line, :mod:`scp.bench.cli`."""
 
 import sys
 

@@ -435,7 +435,7 @@ def _position_table(net, g: torch.Tensor, g0: torch.Tensor, mask: torch.Tensor, 
     evaluated at :data:`POSITION_GRID` positions x_k = n_b^{k/(P−1)} − 1 (geometric from 0 to n_b − 1, dense near
     the start, where marginals change fastest) and linear in s between them: 2·n·P evaluations instead of 2·n².
     Any fixed function of the position is an unbiased control variate, so this is exact in expectation; at
-    n = 41 on HotpotQA it removes as much variance as all n positions (``scp.bench.benchmarks`` accuracy)."""
+    n = 41 on HotpotQA it removes as much variance as all n positions (``scp.bench.accuracy``)."""
     b, n, width = g.shape
     n_units = mask.sum(1).to(g.dtype)
     steps = torch.arange(POSITION_GRID, device=g.device, dtype=g.dtype) / (POSITION_GRID - 1)
