@@ -64,3 +64,6 @@ def test_02_reranking_auc(smoke_run):
         "disagree",
         "n/a",
     }
+    # the claim column holds the paper's own words; our two readings of them are a separate column
+    assert {c["paper_claim"] for c in claims} == {'"highest AUC on MuSiQue, 2WikiMH and FEVER" (Table 3)'}
+    assert {c["reading"] for c in claims} == {"SCP above BM25", "SCP above MiniLM cosine"}
