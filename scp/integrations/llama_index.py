@@ -1,0 +1,107 @@
+"""SCP as a LlamaIndex node postprocessor (``pip install -e '.[llamaindex]'``, needs ``llama-index-core``).
+
+:class:`SCPNodePostprocessor` is a :class:`llama_index.core.postprocessor.types.BaseNodePostprocessor`: given the
+retrieved nodes and the query, it keeps the sentences with the highest Shapley values under one criterion (keep
+ratio, top-k or token budget; :mod:`scp.integrations.documents` says how the joined and per-node games differ) and
+returns copies of the text nodes with the kept text, the retriever's scores and, under ``metadata["scp"]``, the
+kept and removed sentence indices and every sentence's score (excluded from what the LLM and the embedder read).
+A node whose sentences are all dropped is left out; a node that is not a text node passes through unchanged.
+
+    postprocessor = SCPNodePostprocessor.from_checkpoint(keep_ratio=0.5)
+    engine = index.as_query_engine(node_postprocessors=[postprocessor])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scp.errors import InputError
+from scp.integrations.documents import check_mode, criterion_of, prune_documents, title_of
+from scp.paths import SHIPPED_MODEL
+
+try:
+    from llama_index.core.bridge.pydantic import Field, field_validator, model_validator
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        f"scp.integrations.llama_index needs llama-index-core ({error}): pip install -e '.[llamaindex]'"
+    ) from error
+
+
+class SCPNodePostprocessor(BaseNodePostprocessor):
+    """Prune retrieved nodes to the sentences their query rests on, by Shapley values of a value network.
+
+    ``pruner``: a :class:`~scp.pruning.pruner.ShapleyPruner` (:meth:`from_checkpoint` loads the shipped model);
+    exactly one of ``keep_ratio`` (default 0.5 when none is given), ``top_k`` or ``token_budget``; ``mode``
+    ``"joined"`` (one game over all nodes' sentences) or ``"per_document"`` (one per node); ``title_key``: the
+    metadata key whose value prefixes each sentence as "Title: sentence" (None: bare sentences);
+    ``metadata_key``: where the record of what was kept goes."""
+
+    pruner: Any = Field(exclude=True)
+    keep_ratio: float | None = None
+    top_k: int | None = None
+    token_budget: int | None = None
+    mode: str = "joined"
+    title_key: str | None = "title"
+    metadata_key: str = "scp"
+
+    @field_validator("mode")
+    @classmethod
+    def _mode(cls, value: str) -> str:
+        return check_mode(value)
+
+    @model_validator(mode="after")
+    def _criterion(self) -> SCPNodePostprocessor:
+        criterion = criterion_of(self.keep_ratio, self.top_k, self.token_budget)
+        object.__setattr__(self, "keep_ratio", criterion.get("keep_ratio"))
+        return self
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "SCPNodePostprocessor"
+
+    @classmethod
+    def from_checkpoint(cls, path=SHIPPED_MODEL, *, pruner_options: dict | None = None, **fields: Any):
+        """The postprocessor around ``ShapleyPruner.from_checkpoint(path, **pruner_options)``."""
+        from scp.pruning.pruner import ShapleyPruner
+
+        return cls(pruner=ShapleyPruner.from_checkpoint(path, **(pruner_options or {})), **fields)
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if query_bundle is None or not isinstance(query_bundle.query_str, str):
+            raise InputError("SCPNodePostprocessor needs the query: postprocess_nodes(nodes, query_str=...)")
+        texts = [i for i, n in enumerate(nodes) if isinstance(n.node, TextNode)]
+        if not texts:
+            return list(nodes)
+        pruned = dict(
+            zip(
+                texts,
+                prune_documents(
+                    self.pruner,
+                    query_bundle.query_str,
+                    [nodes[i].node.get_content(metadata_mode=MetadataMode.NONE) for i in texts],
+                    [title_of(nodes[i].node.metadata, self.title_key) for i in texts],
+                    mode=self.mode,
+                    **criterion_of(self.keep_ratio, self.top_k, self.token_budget),
+                ),
+            )
+        )
+        out = []
+        for i, item in enumerate(nodes):
+            if i not in pruned:
+                out.append(item)
+            elif not pruned[i].empty:
+                node = item.node.model_copy(deep=True)
+                node.set_content(pruned[i].text)
+                node.metadata[self.metadata_key] = pruned[i].record()
+                for excluded in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+                    if self.metadata_key not in excluded:
+                        excluded.append(self.metadata_key)
+                out.append(NodeWithScore(node=node, score=item.score))
+        return out
+
+
+__all__ = ["SCPNodePostprocessor"]

@@ -1,0 +1,183 @@
+"""The LangChain compressor and the LlamaIndex postprocessor, each in a small retrieval chain of its real framework
+(langchain-core, llama-index-core), offline: an in-memory vector index over the real HotpotQA paragraphs of three
+test questions, embedded by the shipped model's own MiniLM embedder.  What they keep must be exactly what
+``ShapleyPruner.prune`` keeps of the same sentences, and each bad input is one clear error."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("langchain_core", reason="the langchain extra: pip install -e '.[langchain]'")
+pytest.importorskip("llama_index.core", reason="the llamaindex extra: pip install -e '.[llamaindex]'")
+
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.embeddings import Embeddings  # noqa: E402
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa: E402
+from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
+from llama_index.core import VectorStoreIndex  # noqa: E402
+from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
+from llama_index.core.llms.mock import MockLLM  # noqa: E402
+from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
+from pydantic import ValidationError  # noqa: E402
+
+from scp.data.datasets import load_dataset  # noqa: E402
+from scp.data.text import split_sentences  # noqa: E402
+from scp.errors import InputError  # noqa: E402
+from scp.integrations.langchain import SCPDocumentCompressor  # noqa: E402
+from scp.integrations.llama_index import SCPNodePostprocessor  # noqa: E402
+from scp.paths import SHIPPED_MODEL  # noqa: E402
+from scp.pruning.pruner import ShapleyPruner  # noqa: E402
+
+K = 6  # paragraphs retrieved per question
+
+
+@pytest.fixture(scope="module")
+def pruner():
+    return ShapleyPruner.from_checkpoint(SHIPPED_MODEL, n_permutations=20)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    """(title, text) of every paragraph of three HotpotQA test questions, and the questions."""
+    examples = load_dataset("hotpotqa", split="test", limit=3)
+    paragraphs: dict = {}
+    for ex in examples:
+        for pid, title, unit in zip(ex.paragraph_ids, ex.titles, ex.units):
+            paragraphs.setdefault((ex.id, pid), [title, []])[1].append(unit)
+    return [(title, " ".join(units)) for title, units in paragraphs.values()], [ex.query for ex in examples]
+
+
+class LangChainMiniLM(Embeddings):
+    def __init__(self, embedder):
+        self.embedder = embedder
+
+    def embed_documents(self, texts):
+        return self.embedder.encode(list(texts)).tolist()
+
+    def embed_query(self, text):
+        return self.embed_documents([text])[0]
+
+
+class LlamaIndexMiniLM(BaseEmbedding):
+    embedder: object = None
+
+    def _get_text_embedding(self, text):
+        return self.embedder.encode([text])[0].tolist()
+
+    def _get_query_embedding(self, query):
+        return self._get_text_embedding(query)
+
+    async def _aget_query_embedding(self, query):
+        return self._get_text_embedding(query)
+
+
+def reference(pruner, query, docs, **criterion):
+    """(kept sentence indices, sentence scores) per document, from ShapleyPruner.prune on all the documents'
+    "Title: sentence" units joined into one context."""
+    split = [split_sentences(text) for _, text in docs]
+    titles = [title for (title, _), sentences in zip(docs, split) for _ in sentences]
+    result = pruner.prune(query, [s for d in split for s in d], titles=titles, **criterion)
+    kept, out, start = set(result.kept_indices), [], 0
+    for d in split:
+        span = range(start, start + len(d))
+        out.append(([i - start for i in span if i in kept], [result.scores[i] for i in span]))
+        start += len(d)
+    return out
+
+
+def check_pruned(texts, records, expected, kept_texts):
+    """Each kept document: the record's kept sentences are the reference's, its text is them joined, its scores
+    are the reference's, and kept + removed are all its sentences."""
+    for text, record, (keep, scores), kept_text in zip(texts, records, expected, kept_texts):
+        sentences = split_sentences(text)
+        assert record["kept_sentences"] == keep
+        assert np.allclose(record["scores"], scores, rtol=0, atol=1e-12)
+        assert kept_text == " ".join(sentences[i] for i in keep)
+        assert sorted(record["kept_sentences"] + record["removed_sentences"]) == list(range(len(sentences)))
+
+
+def test_langchain_compressor_in_a_retrieval_chain_keeps_what_the_pruner_keeps(pruner, corpus):
+    paragraphs, queries = corpus
+    store = InMemoryVectorStore.from_texts(
+        [text for _, text in paragraphs],
+        LangChainMiniLM(pruner.embedder),
+        metadatas=[{"title": title, "source": "hotpotqa"} for title, _ in paragraphs],
+    )
+    compressor = SCPDocumentCompressor(pruner=pruner, keep_ratio=0.3)
+    retrieve = {"docs": store.as_retriever(search_kwargs={"k": K}), "query": RunnablePassthrough()}
+    chain = retrieve | RunnableLambda(lambda x: (x["docs"], compressor.compress_documents(x["docs"], x["query"])))
+    retrieved, kept = chain.invoke(queries[0])
+    assert len(retrieved) == K and all("scp" not in d.metadata for d in retrieved)  # inputs untouched
+    docs = [(d.metadata["title"], d.page_content) for d in retrieved]
+    expected = reference(pruner, queries[0], docs, keep_ratio=0.3)
+    n = sum(len(split_sentences(text)) for _, text in docs)
+    assert sum(len(keep) for keep, _ in expected) == math.ceil(0.3 * n)
+    survivors = [i for i, (keep, _) in enumerate(expected) if keep]
+    assert len(kept) == len(survivors) > 0
+    assert [d.metadata["title"] for d in kept] == [docs[i][0] for i in survivors]
+    assert all(d.metadata["source"] == "hotpotqa" for d in kept)  # the retriever's metadata stays
+    assert all(
+        d.metadata["scp"]["mode"] == "joined" and d.metadata["scp"]["criterion"] == "keep_ratio=0.3" for d in kept
+    )
+    check_pruned(
+        [docs[i][1] for i in survivors],
+        [d.metadata["scp"] for d in kept],
+        [expected[i] for i in survivors],
+        [d.page_content for d in kept],
+    )
+
+
+def test_langchain_per_document_mode_plays_one_game_per_document(pruner, corpus):
+    paragraphs, queries = corpus
+    docs = [Document(page_content=text, metadata={"title": title}) for title, text in paragraphs[:3]]
+    kept = SCPDocumentCompressor(pruner=pruner, top_k=1, mode="per_document").compress_documents(docs, queries[0])
+    assert len(kept) == 3  # top-k per document: each keeps one sentence
+    for doc, source in zip(kept, paragraphs[:3]):
+        (expected,) = reference(pruner, queries[0], [source], top_k=1)
+        check_pruned([source[1]], [doc.metadata["scp"]], [expected], [doc.page_content])
+
+
+def test_llama_index_postprocessor_in_a_query_engine_keeps_what_the_pruner_keeps(pruner, corpus):
+    paragraphs, queries = corpus
+    nodes = [TextNode(text=text, metadata={"title": title}) for title, text in paragraphs]
+    index = VectorStoreIndex(nodes, embed_model=LlamaIndexMiniLM(embedder=pruner.embedder))
+    post = SCPNodePostprocessor(pruner=pruner, token_budget=60)
+    engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=K, node_postprocessors=[post])
+    response = engine.query(queries[1])
+    retrieved = index.as_retriever(similarity_top_k=K).retrieve(queries[1])
+    docs = [(n.node.metadata["title"], n.node.get_content(metadata_mode=MetadataMode.NONE)) for n in retrieved]
+    expected = reference(pruner, queries[1], docs, token_budget=60)
+    survivors = [i for i, (keep, _) in enumerate(expected) if keep]
+    kept = response.source_nodes
+    assert [n.node.metadata["title"] for n in kept] == [docs[i][0] for i in survivors]
+    assert [n.score for n in kept] == [retrieved[i].score for i in survivors]  # the retriever's scores stay
+    check_pruned(
+        [docs[i][1] for i in survivors],
+        [n.node.metadata["scp"] for n in kept],
+        [expected[i] for i in survivors],
+        [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in kept],
+    )
+    for n in kept:  # the record is for the program, not for the LLM or the embedder
+        assert "kept_sentences" not in n.node.get_content(metadata_mode=MetadataMode.LLM)
+        assert "kept_sentences" not in n.node.get_content(metadata_mode=MetadataMode.EMBED)
+    assert all("scp" not in n.node.metadata for n in retrieved)  # the index's nodes untouched
+
+
+def test_every_bad_input_is_one_clear_error(pruner):
+    with pytest.raises(ValidationError, match="exactly one of top_k, keep_ratio"):
+        SCPDocumentCompressor(pruner=pruner, keep_ratio=0.5, top_k=3)
+    with pytest.raises(ValidationError, match="keep_ratio must be a number in"):
+        SCPNodePostprocessor(pruner=pruner, keep_ratio=1.5)
+    with pytest.raises(ValidationError, match="mode must be one of joined, per_document"):
+        SCPDocumentCompressor(pruner=pruner, mode="paragraphs")
+    compressor = SCPDocumentCompressor(pruner=pruner)
+    assert compressor.keep_ratio == 0.5 and compressor.compress_documents([], "a question") == []
+    with pytest.raises(InputError, match="document 1 has no text to prune"):
+        compressor.compress_documents([Document(page_content="One fact."), Document(page_content="  ")], "q?")
+    with pytest.raises(InputError, match="query must be a non-empty string"):
+        compressor.compress_documents([Document(page_content="One fact. Another.")], "")
+    with pytest.raises(InputError, match="needs the query"):
+        SCPNodePostprocessor(pruner=pruner).postprocess_nodes([NodeWithScore(node=TextNode(text="A fact."))])
