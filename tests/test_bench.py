@@ -51,8 +51,8 @@ def test_time_to_rmse_interpolates_in_log_log_and_ratios_pick_the_best_of_each_f
     }
     rows = accuracy.time_to_rmse_ratios(curves)
     assert [r["rmse"] for r in rows] == [5e-3, 1e-2, 2e-2]
-    assert rows[0]["ours"] == "ours: a" and rows[0]["shapiq"] == "shapiq X" and rows[0]["ratio"] == pytest.approx(20)
-    assert rows[2]["shapiq"] == "shapiq Y" and rows[2]["ratio"] == pytest.approx(5.0)
+    assert rows[0]["ours"] == "ours: a" and rows[0]["peer"] == "shapiq X" and rows[0]["ratio"] == pytest.approx(20)
+    assert rows[2]["peer"] == "shapiq Y" and rows[2]["ratio"] == pytest.approx(5.0)
     h = accuracy.headline({"ratios": {"41": rows}})
     assert h["at_hardest"]["rmse"] == 5e-3 and h["min_ratio"] == pytest.approx(5.0)
 

@@ -10,6 +10,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
@@ -48,14 +49,11 @@ def environment(device: str = "cpu", quick: bool = False) -> dict:
         "loadavg": list(os.getloadavg()),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
-    try:
-        from importlib.metadata import version
-
-        import shapiq
-
-        env["shapiq"] = getattr(shapiq, "__version__", None) or version("shapiq")
-    except ImportError:
-        env["shapiq"] = None
+    for package in ("shapiq", "shap"):  # the peers' libraries
+        try:
+            env[package] = version(package)
+        except PackageNotFoundError:
+            env[package] = None
     if device.startswith("cuda"):
         env["gpu"] = torch.cuda.get_device_name(0)
     return env

@@ -22,7 +22,7 @@ from scp.bench.common import (
     write_result,
 )
 from scp.bench.methods import OURS, accuracy_row, budget_of, method_calls
-from scp.bench.peers import shapiq_methods
+from scp.bench.peers import peer_methods, shapiq_methods
 from scp.core.fast_path import deepsets_shapley
 
 
@@ -55,7 +55,7 @@ def estimator(quick: bool = False, device: str = "cpu", out_dir: Path = RESULTS)
         return values.double().cpu().numpy()
 
     names = list(OURS) + ["generic path (one batched game call)", "naive Algorithm 1 (one game call per coalition)"]
-    names += list(shapiq_methods())
+    names += list(shapiq_methods()) + list(peer_methods())
     calls = {f"ours: fast path, {n_contexts} contexts per call": batched, **method_calls(games, m, names, device)}
     failures: dict[str, str] = {}
     times, outputs = timed_rounds(calls, repeats, sync, failures=failures)
@@ -107,5 +107,12 @@ def format_estimator(result: dict) -> str:
             f"| {row['method']} | {s['median'] * 1e3:.2f} [{s['min'] * 1e3:.2f}, {s['max'] * 1e3:.2f}] | "
             f"{row['rmse']:.2e} | {row['topk_overlap']:.2f} |"
         )
+    counted = [
+        f"{row['method']} {row['evaluations']['mean']:.0f} [{row['evaluations']['min']}, {row['evaluations']['max']}]"
+        for row in result["rows"]
+        if "evaluations" in row and row["evaluations"]["mean"] != result["budget"]
+    ]
+    if counted:
+        lines += ["", "Game rows evaluated per estimate (counted), where fewer than the budget: " + "; ".join(counted)]
     lines += [f"\n{name} failed: {message}" for name, message in result.get("failed", {}).items()]
     return "\n".join(lines)

@@ -1,6 +1,7 @@
 """The estimators the ``estimator`` and ``accuracy`` sections compare, each as a call on one game: ours (Monte
 Carlo on the fast path, exact enumeration), the generic and naive paths and the peers of :mod:`scp.bench.peers`;
-the budget M·(n − 1) + 2 they all get, and the accuracy of an estimate (RMSE, Top-K overlap)."""
+the budget M·(n − 1) + 2 they all get, and the accuracy of an estimate (RMSE, Top-K overlap, and for the peers
+that count them the game rows they evaluated)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scp.bench.common import TOP_K
-from scp.bench.peers import shapiq_methods, shapiq_values
+from scp.bench.peers import PeerEstimate, peer_methods, shapiq_methods, shapiq_values
 from scp.core.enumeration import exact
 from scp.core.monte_carlo import monte_carlo, naive_monte_carlo
 from scp.models.game import ValueNetGame
@@ -33,6 +34,7 @@ def budget_of(n: int, m: int) -> int:
 def method_calls(games: list[ValueNetGame], m: int, names: Sequence[str], device: str = "cpu") -> dict:
     """name -> call(r) returning (values of context r mod C, context index) for one repeat r (seed 1000 + r)."""
     n = games[0].n_players
+    budget, peers = budget_of(n, m), peer_methods()
     calls = {}
     for name in names:
         if name == EXACT:
@@ -55,11 +57,15 @@ def method_calls(games: list[ValueNetGame], m: int, names: Sequence[str], device
             def call(r):
                 j = r % len(games)
                 return naive_monte_carlo(games[j], m, seed=1000 + r).values, j
+        elif name in peers:
+
+            def call(r, estimate=peers[name]):
+                j = r % len(games)
+                return estimate(games[j], budget, 1000 + r), j
         else:
             make, opts = shapiq_methods()[name]
-            budget = budget_of(n, m)
 
-            def call(r, make=make, opts=opts, budget=budget):
+            def call(r, make=make, opts=opts):
                 j = r % len(games)
                 approx = make(n, 1000 + r)
                 kwargs = {"batch_size": m + 1} if opts.get("all_in_one") else {}
@@ -70,12 +76,20 @@ def method_calls(games: list[ValueNetGame], m: int, names: Sequence[str], device
 
 
 def accuracy_row(outputs: list, refs: list[np.ndarray], n: int) -> dict:
-    """RMSE and Top-K overlap of one method's outputs [(values or InteractionValues, context index)]."""
-    sq, overlap = [], []
+    """RMSE and Top-K overlap of one method's outputs [(values, InteractionValues or PeerEstimate, context index)];
+    for PeerEstimates also the game rows they evaluated (mean, min, max over the outputs)."""
+    sq, overlap, rows = [], [], []
     k = min(TOP_K, n - 1)
     for out, j in outputs:
-        values = out if isinstance(out, np.ndarray) else shapiq_values(out, n)
+        if isinstance(out, PeerEstimate):
+            values = out.values
+            rows.append(out.evaluations)
+        else:
+            values = out if isinstance(out, np.ndarray) else shapiq_values(out, n)
         sq.append(np.mean((values - refs[j]) ** 2))
         truth = set(np.argsort(-refs[j], kind="stable")[:k].tolist())
         overlap.append(len(truth & set(np.argsort(-values, kind="stable")[:k].tolist())) / k)
-    return {"rmse": float(np.sqrt(np.mean(sq))), "topk_overlap": float(np.mean(overlap)), "k": k}
+    row = {"rmse": float(np.sqrt(np.mean(sq))), "topk_overlap": float(np.mean(overlap)), "k": k}
+    if rows:
+        row["evaluations"] = {"mean": float(np.mean(rows)), "min": min(rows), "max": max(rows)}
+    return row

@@ -26,9 +26,9 @@ SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
 
 def environment_table(results: dict[str, dict]) -> str:
     lines = [
-        "| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | run | date | "
+        "| benchmark | CPU | logical cores | affinity | torch threads | torch | shapiq | shap | run | date | "
         "load average (1, 5, 15 min) at the end |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, res in results.items():
         e = res.get("env") or res.get("meta") or {}  # scp.bench.e2e names some fields its own way
@@ -40,8 +40,8 @@ def environment_table(results: dict[str, dict]) -> str:
         load = ", ".join(f"{x:.2f}" for x in loadavg) if loadavg else "?"
         lines.append(
             f"| {name} | {cpu} | {cores} | {affinity} | {threads} | {e.get('torch', '?')} | "
-            f"{e.get('shapiq', '—')} | {'quick' if e.get('quick') else 'full'} | {e.get('date', '?')} | "
-            f"{load} |"
+            f"{e.get('shapiq', '—')} | {e.get('shap') or '—'} | {'quick' if e.get('quick') else 'full'} | "
+            f"{e.get('date', '?')} | {load} |"
         )
     return "\n".join(lines)
 
