@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import torch
+from threadpoolctl import threadpool_limits
 
 from scp.bench.accuracy import accuracy
 from scp.bench.adaptive import adaptive
@@ -57,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     parser.add_argument("--quick", action="store_true", help="fewer repeats, contexts and sizes (a smoke run)")
-    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=int, help="torch's threads and the BLAS libraries' numpy and scipy use (default: theirs)"
+    )
     parser.add_argument("--n", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--m", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--repeats", type=int, help=argparse.SUPPRESS)
@@ -78,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads < 1:
             parser.error(f"--threads must be ≥ 1, got {args.threads}")
         torch.set_num_threads(args.threads)
+        threadpool_limits(args.threads)  # numpy's and scipy's BLAS (the peers' linear algebra) as many as torch
     if args.which == "long-worker":
         print(json.dumps(long_worker(args.n, args.m, args.repeats)))
         return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_info
 
 from scp.core.enumeration import exact
 from scp.core.monte_carlo import monte_carlo
@@ -42,6 +43,7 @@ def environment(device: str = "cpu", quick: bool = False) -> dict:
         "logical_cores": os.cpu_count(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "thread_pools": {Path(pool["filepath"]).name: pool["num_threads"] for pool in threadpool_info()},  # BLAS, OMP
         "python": platform.python_version(),
         "device": device,
         "quick": quick,
