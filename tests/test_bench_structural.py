@@ -12,16 +12,20 @@ import torch
 
 from scp.bench.structural import (
     ESTIMATORS,
+    OWN_PLAIN,
     Spec,
     Surrogate,
     build_surrogate,
     control_variates,
     cv_samples,
+    format_table,
     positional_means,
     prefix_marginals,
     structural_shapley,
     surrogate_shapley,
     surrogate_values,
+    time_ratios,
+    variance_reductions,
 )
 from scp.core.enumeration import exact
 from scp.core.fast_path import first_layer_shapley
@@ -227,3 +231,17 @@ def test_cross_fitted_coefficients_recover_a_scaled_surrogate():
     mv = phi + 2 * cv
     np.testing.assert_allclose(cv_samples(mv, [cv], folds=5).mean(0).numpy(), phi.numpy(), rtol=0, atol=1e-12)
     assert float((cv_samples(mv, [cv]).mean(0) - phi).abs().max()) > 1e-3
+
+
+def test_the_measurement_runs_on_a_small_network():
+    """:func:`variance_reductions`, :func:`time_ratios` and :func:`format_table` on two tiny contexts: a finite
+    positive ratio for every estimator, 1 for plain Monte Carlo against itself, every row in the table."""
+    net, g, g0 = deepsets_rows(7, seed=15)
+    _, h, h0 = deepsets_rows(7, seed=16)
+    vr = variance_reductions(net, [(g, g0), (h, h0)], m=10, replicates=4)
+    assert vr["plain MC"] == [1.0, 1.0]
+    assert all(np.isfinite(r).all() and (np.array(r) > 0).all() for r in vr.values())
+    tr = time_ratios(net, g, g0, m=10, repeats=1)
+    assert set(tr) == set(ESTIMATORS) | {OWN_PLAIN, "plain MC seconds"}
+    table = format_table("tiny", vr, tr, 10, 4)
+    assert all(f"| {name} |" in table for name in ESTIMATORS)

@@ -10,17 +10,23 @@ a coalition of size k has h(S) = h̄_k + d(S), d(S) = Σ_{c∈S} e_c.  The surro
 (E the n × H matrix of rows e_c, so 1_SᵀQ_k1_S = d(S)ᵀ∇²f(h̄_k)d(S); order 1 drops Q).  d(∅) = d(N) = 0, so
 u(∅) = v(∅) and u(N) = v(N).  Its Shapley value is exact (:func:`surrogate_shapley`), and with the same M
 permutations φ̂ = φ(u) + MC estimate of φ(v − u): the prefixes that value v value u too, at the cost of one dot
-product b_k·d(P) per prefix (plus 1_PᵀQ_k1_P at order 2).  Since v − u vanishes at ∅ and N, each permutation's
-samples sum to exactly v(N) − v(∅).  The regression-adjusted variant scales the surrogate's marginals by a
-per-player coefficient β_i fitted on the other folds of permutations (cross-fitted, so it stays unbiased).
+product b_t·d(P_t) per prefix (plus 1ᵀQ_t1 at order 2).  Since v − u vanishes at ∅ and N, each permutation's
+samples sum to exactly v(N) − v(∅).  Variants (:func:`control_variates`, :func:`cv_samples`): antithetic pairs;
+the surrogate beside the engine's position table (u's marginal centred at its position's exact mean); coefficients
+fitted by least squares on the other folds of permutations (cross-fitted, so unbiased), per player or shared.
 
-``python -m scp.bench.structural`` prints the variance reductions and time ratios of :func:`measure`.
+Measured (:func:`measure`, M = 50, 10 HotpotQA contexts, one thread): the surrogate alone removes about as much
+variance as the position control variate on the shipped network (order 1) or less (the paper's network at random
+init); order 2 removes more on the shipped network but its Hessian-vector products cost 2–3× plain Monte Carlo;
+the best at equal time is within ≈ 15% of antithetic + position.  ``python -m scp.bench.structural`` prints the
+tables.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -48,7 +54,7 @@ class Surrogate:
 
 def hessian_sizes(n: int, count: int | None) -> torch.Tensor:
     """The sizes 1 ≤ k ≤ n − 1 at which Q_k is evaluated: all of them (``count`` None) or ≈ ``count`` geometrically
-    spaced integers from 1 to n − 1 (dense at small k, where f's curvature along the path changes fastest)."""
+    spaced integers from 1 to n − 1 (dense at small k, like the engine's position grid)."""
     if count is None or count >= n - 1:
         return torch.arange(1, n)
     grid = np.unique(np.rint(np.geomspace(1, n - 1, count)).astype(np.int64))
@@ -170,9 +176,8 @@ def prefix_marginals(
     sums = members @ g if gemm else blocked_cumsum(g[permutations[:, : n - 1]], dim=1)  # (M, n − 1, H)
     v_ends = net.rho_after_first(torch.stack([g0, g0 + total]))
     prefixes = [torch.cat([v_ends[0].expand(m, 1), net.rho_after_first(g0 + sums), v_ends[1].expand(m, 1)], 1)]
-    d = sums - (t.to(g.dtype)[:, None] / n) * total
     for s in surrogates:
-        u = s.a[t] + (s.b[t] * d).sum(-1)
+        u = s.a[t] + torch.einsum("mth,th->mt", sums, s.b[t]) - t.to(g.dtype) / n * (s.b[t] @ total)  # + b_t·d(P_t)
         if s.q is not None:
             u = u + 0.5 * (torch.bmm(members.transpose(0, 1), s.q[t]).transpose(0, 1) * members).sum(-1)
         prefixes.append(torch.cat([s.a[0].expand(m, 1), u, s.a[n].expand(m, 1)], 1))
@@ -237,15 +242,17 @@ def cv_samples(
         x = y - z.sum(-1)
     else:
         fold = torch.arange(y.shape[0], device=y.device) % folds
-        x = torch.empty_like(y)
-        for f in range(folds):
-            fit, test = fold != f, fold == f
-            zc = (z[fit] - z[fit].mean(0)).transpose(0, 1)  # (n, U', p)
-            yc = (y[fit] - y[fit].mean(0)).T[..., None]  # (n, U', 1)
-            if shared:
-                zc, yc = zc.reshape(1, -1, zc.shape[-1]), yc.reshape(1, -1, 1)
-            beta = torch.linalg.lstsq(zc, yc).solution[..., 0]  # (n or 1, p)
-            x[test] = y[test] - (z[test] * beta).sum(-1)
+        member = torch.nn.functional.one_hot(fold, folds).T.to(y.dtype)  # (K, U)
+        # each fold's sums, then the other folds' (all minus its own): counts, Σz, Σy, Σzzᵀ, Σzy per player
+        stats = [member.sum(1), torch.einsum("ku,uip->kip", member, z), member @ y]
+        stats += [torch.einsum("ku,uip,uiq->kipq", member, z, z), torch.einsum("ku,uip,ui->kip", member, z, y)]
+        count, sz, sy, szz, szy = (t.sum(0) - t for t in stats)
+        gram = szz - sz[..., :, None] * sz[..., None, :] / count[:, None, None, None]
+        cross = szy - sz * sy[..., None] / count[:, None, None]
+        if shared:
+            gram, cross = gram.sum(1, keepdim=True), cross.sum(1, keepdim=True)
+        beta = (torch.linalg.pinv(gram) @ cross[..., None])[..., 0]  # (K, n or 1, p): the normal equations
+        x = y - (z * beta[fold]).sum(-1)
     return x + (y.sum(1, keepdim=True) - x.sum(1, keepdim=True)) / y.shape[1]
 
 
@@ -297,11 +304,13 @@ ESTIMATORS = {
     "order 2, β per player": Spec(order=2, folds=FOLDS),
     "order 2, shared β": Spec(order=2, folds=FOLDS, shared=True),
     "position + order 2": Spec(order=2, position=True),
-    "position + order 2, β per player": Spec(order=2, position=True, folds=FOLDS),
+    "position + order 1, shared β": Spec(order=1, position=True, folds=FOLDS, shared=True),
     "position + order 2, shared β": Spec(order=2, position=True, folds=FOLDS, shared=True),
+    "antithetic + position + order 1, shared β": Spec(True, 1, True, FOLDS, True),
     "antithetic + position + order 2, shared β": Spec(True, 2, True, FOLDS, True),
 }
-"""The measured estimators; every β is cross-fitted on :data:`FOLDS` folds."""
+"""The measured estimators; every β is cross-fitted on :data:`FOLDS` folds ("per player" as asked; "shared": one β
+per control variate for all players, fitted on n times the samples — per-player fits on M = 50 are unstable)."""
 ENGINE = {"plain MC": None, "antithetic": None, "position CV": "position", "antithetic + position CV": "position"}
 """The estimators the engine has (:func:`scp.core.fast_path.first_layer_shapley`; its control variate): timed there."""
 OWN_PLAIN = "plain MC (this module's prefix path)"
@@ -339,12 +348,14 @@ def _timed_calls(net, g, g0, m: int) -> dict[str, Callable[[int], object]]:
 
     def engine(r: int, spec: Spec, control_variate: str | None) -> torch.Tensor:
         p = perms(r, spec.antithetic)[None]
-        return first_layer_shapley(net, g[None], g0[None], None, p, spec.antithetic, control_variate=control_variate)
+        return first_layer_shapley(
+            net, g[None], g0[None], None, p, spec.antithetic, control_variate=control_variate
+        ).values
 
     calls: dict[str, Callable[[int], object]] = {}
     for name, spec in ESTIMATORS.items():
         if name in ENGINE:
-            calls[name] = lambda r, spec=spec, cv=ENGINE[name]: engine(r, spec, cv).values
+            calls[name] = lambda r, spec=spec, cv=ENGINE[name]: engine(r, spec, cv)
         else:
             calls[name] = lambda r, spec=spec: structural_shapley(net, g, g0, perms(r, spec.antithetic), spec)
     calls[OWN_PLAIN] = lambda r: structural_shapley(net, g, g0, perms(r, False), Spec())
@@ -366,13 +377,31 @@ def variance_reductions(
     return ratios
 
 
-def time_ratios(net, g: torch.Tensor, g0: torch.Tensor, m: int, repeats: int = 7) -> dict[str, float]:
-    """name -> median seconds per call / the engine's plain Monte Carlo's (:func:`scp.bench.common.timed_rounds`,
-    each measurement ≥ 0.2 s of back-to-back calls); "plain MC seconds": the engine's plain median."""
-    from scp.bench.common import timed_rounds
+def cpu_times(calls: dict[str, Callable[[int], object]], repeats: int, min_seconds: float = 0.1) -> dict[str, list]:
+    """name -> CPU seconds (this process's, ``time.process_time``) per call in each of ``repeats`` measurements: as
+    :func:`scp.bench.common.timed_rounds` (an untimed warm-up that sets the back-to-back calls per measurement, the
+    order rotated between repeats), but CPU rather than wall time, which other processes on a shared machine do
+    not inflate (one thread: CPU time is the call's own compute)."""
+    inner = {}
+    for name, call in calls.items():
+        start = time.process_time()
+        call(-1)
+        inner[name] = max(1, math.ceil(min_seconds / max(time.process_time() - start, 1e-6)))
+    names, times = list(calls), {name: [] for name in calls}
+    for r in range(repeats):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            start = time.process_time()
+            for _ in range(inner[name]):
+                calls[name](r)
+            times[name].append((time.process_time() - start) / inner[name])
+    return times
 
+
+def time_ratios(net, g: torch.Tensor, g0: torch.Tensor, m: int, repeats: int = 9) -> dict[str, float]:
+    """name -> median CPU seconds per call (:func:`cpu_times`, one thread) / the engine's plain Monte Carlo's;
+    "plain MC seconds": the latter."""
     with torch.no_grad():
-        times, _ = timed_rounds(_timed_calls(net, g, g0, m), repeats, min_seconds=0.2)
+        times = cpu_times(_timed_calls(net, g, g0, m), repeats)
     base = statistics.median(times["plain MC"])
     return {name: statistics.median(t) / base for name, t in times.items()} | {"plain MC seconds": base}
 
@@ -424,10 +453,10 @@ def measure(contexts: int = 10, m: int = 50, replicates: int = 30, setups: tuple
 
 def format_table(title: str, vr: dict[str, list[float]], tr: dict[str, float], m: int, replicates: int) -> str:
     """Markdown: per estimator the geometric mean [min, max] over contexts of the variance reduction at equal M, the
-    time ratio and their quotient, the variance reduction at equal time."""
+    time ratio and the variance reduction at equal time (that geometric mean over the time ratio)."""
     lines = [
         f"{title}: M = {m}, {len(vr['plain MC'])} contexts × {replicates} replicates; engine plain MC "
-        f"{tr['plain MC seconds'] * 1e3:.1f} ms per call (one thread), this module's plain path "
+        f"{tr['plain MC seconds'] * 1e3:.1f} ms CPU per call (one thread), this module's plain path "
         f"{tr[OWN_PLAIN]:.2f}× that",
         "",
         "| estimator | variance reduction at equal M: geo. mean [min, max] | time / plain | at equal time |",
