@@ -229,6 +229,7 @@ def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
                 _copy(path, src / rel)
     shutil.copytree(_mathjax() / "es5", src / "_extra" / "mathjax" / "es5")  # served as is, not linked into pages
     _favicon(src / "_extra" / "favicon.png")
+    _favicon(src / "_extra" / "favicon.ico")  # what a page without the link (index.html, a redirect) asks for
     return pages
 
 
@@ -236,7 +237,7 @@ def _favicon(path: Path) -> None:
     """A 32×32 icon (the method palette's vermillion), so no page asks the server for a missing favicon.ico."""
     from PIL import Image
 
-    Image.new("RGB", (32, 32), (213, 94, 0)).save(path)
+    Image.new("RGB", (32, 32), (213, 94, 0)).save(path, format="PNG" if path.suffix == ".png" else "ICO")
 
 
 def config(pages: Sequence[str]) -> tuple[str, str]:

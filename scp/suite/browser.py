@@ -161,6 +161,9 @@ def check_site(html: Path, screenshots: Sequence[str] = (), shots_dir: Path | No
             if page in screenshots and shots_dir is not None:
                 shots_dir.mkdir(parents=True, exist_ok=True)
                 shot = shots_dir / (page.replace("/", "__").removesuffix(".html") + ".png")
+                browser.execute_script(  # a page with figures is shown at its first figure
+                    "const i = document.querySelector('main img'); if (i) i.scrollIntoView({block: 'start'});"
+                )
                 browser.save_screenshot(str(shot))
                 report.screenshots.append(shot)
     for page, href in links:
