@@ -19,12 +19,12 @@ SMOKE = ["00_cooperative_games_tutorial", "08_landscape_of_context"]  # the tuto
 
 
 def executed(name: str) -> dict:
-    return json.loads((ROOT / book.EXECUTED / f"{name}.ipynb").read_text())
+    return json.loads((ROOT / book.EXECUTED / f"{name}.json").read_text())
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_each_notebook_has_the_executed_copy_of_its_committed_run_and_it_is_small(name):
-    path = ROOT / book.EXECUTED / f"{name}.ipynb"
+    path = ROOT / book.EXECUTED / f"{name}.json"
     assert path.is_file(), f"no {path.relative_to(ROOT)}: python -m scp.suite.book collect {name} after its run"
     assert path.stat().st_size <= book.MAX_COPY_BYTES
     nb = executed(name)

@@ -2,7 +2,7 @@
 of the run that made ``results/``, typeset math, the figures, the gallery, README and BENCHMARKS.
 
 - ``python -m scp.suite.book collect [NAME ...]`` keeps the executed copy of a notebook's committed run
-  (``runs/NAME.ipynb``, which ``scp run`` writes) as ``book/executed/NAME.ipynb``, small: every figure output of
+  (``runs/NAME.ipynb``, which ``scp run`` writes) as ``book/executed/NAME.json``, small: every figure output of
   a cell that saves that figure (``plot.save(fig, "NAME/stem", …)``) becomes a link to the committed
   ``figures/NAME/stem.png``, so the page shows the committed file and the copy holds no image bytes.  It is
   refused unless the copy is that run's: the values the copy's cells recorded equal ``results/NAME/records.json``
@@ -32,7 +32,8 @@ from scp.io import atomic_open, read_json
 from scp.paths import ROOT
 
 EXECUTED = Path("book") / "executed"
-"""Where the small executed copies are committed (``book/executed/NAME.ipynb``)."""
+"""Where the small executed copies are committed, as ``book/executed/NAME.json``: notebook JSON with its outputs,
+named so that no notebook tool takes it for a source notebook (whose outputs are stripped) and strips it."""
 OUT = Path("build") / "book"
 """Default output folder (ignored by git): ``src/`` the staged pages, ``html/`` the site."""
 PAGES = ("README.md", "figures/README.md", "BENCHMARKS.md", "params/README.md", "results/README.md")
@@ -106,7 +107,7 @@ def slim(nb: dict, name: str) -> dict:
 
 
 def collect(names: Sequence[str] | None = None, root: Path = ROOT) -> tuple[list[Path], dict[str, str]]:
-    """Write ``book/executed/NAME.ipynb`` from ``runs/NAME.ipynb``, checked against the committed run first
+    """Write ``book/executed/NAME.json`` from ``runs/NAME.ipynb``, checked against the committed run first
     (:func:`check_copy`).  Named notebooks must pass; by default every executed copy under ``runs/`` is tried and
     those that are not the committed run's (an older run, a smoke run's leftovers) are skipped.  Returns the
     files written and ``{name: why skipped}``."""
@@ -130,7 +131,7 @@ def collect(names: Sequence[str] | None = None, root: Path = ROOT) -> tuple[list
             raise InputError(
                 f"the executed copy of {name} is {len(data):,} bytes after slimming (> {MAX_COPY_BYTES:,})"
             )
-        target = root / EXECUTED / f"{name}.ipynb"
+        target = root / EXECUTED / f"{name}.json"
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_open(target, "wb") as f:
             f.write(data)
@@ -196,9 +197,9 @@ def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
         shutil.rmtree(src)
     pages = []
     for name in names:
-        copy = root / EXECUTED / f"{name}.ipynb"
+        copy = root / EXECUTED / f"{name}.json"
         if not copy.is_file():
-            raise MissingFileError(f"no {EXECUTED}/{name}.ipynb: python -m scp.suite.book collect {name}")
+            raise MissingFileError(f"no {EXECUTED}/{name}.json: python -m scp.suite.book collect {name}")
         nb = read_json(copy, what=str(copy.relative_to(root)))
         prov = check_copy(name, nb, root)
         current_text(name, nb, root)
@@ -284,7 +285,7 @@ def config(pages: Sequence[str]) -> tuple[str, str]:
 
 def build(out: Path = ROOT / OUT, names: Sequence[str] | None = None, root: Path = ROOT) -> Path:
     """Stage and build the site; returns ``out/html``.  Sphinx warnings are printed, errors raise."""
-    names = list(names) if names else [n for n in _names(root) if (root / EXECUTED / f"{n}.ipynb").is_file()]
+    names = list(names) if names else [n for n in _names(root) if (root / EXECUTED / f"{n}.json").is_file()]
     src = out / "src"
     pages = stage(src, names, root)
     conf, toc = config(pages)
