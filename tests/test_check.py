@@ -108,3 +108,21 @@ def test_deeply_nested_records_are_one_error_not_a_recursion(tmp_path):
     (new / "records.json").write_text("[" * 5000 + "]" * 5000)
     with pytest.raises(DataFormatError, match="records.json nests lists or objects deeper than 64 levels"):
         compare(old, new, Tolerance())
+
+
+def test_check_names_a_change_of_machine(tmp_path):
+    """A rerun's provenance records its machine; ``--check`` says when it is not the committed run's."""
+    from scp.suite.notebook import machine_facts
+    from scp.suite.runner import _machine_change
+
+    here = machine_facts()
+    assert here["logical_cores"] and here["isa"] is not None and "torch_cpu_capability" in here
+    committed, rerun = tmp_path / "committed", tmp_path / "rerun"
+    for folder, machine in ((committed, here), (rerun, here)):
+        folder.mkdir()
+        (folder / "provenance.json").write_text(json.dumps({"machine": machine}), encoding="utf-8")
+    assert _machine_change(committed, rerun) == ""
+    (rerun / "provenance.json").write_text(json.dumps({"machine": {**here, "cpu": "Other CPU"}}), encoding="utf-8")
+    assert "another machine" in _machine_change(committed, rerun) and "Other CPU" in _machine_change(committed, rerun)
+    (committed / "provenance.json").write_text(json.dumps({}), encoding="utf-8")
+    assert "recorded no machine" in _machine_change(committed, rerun)

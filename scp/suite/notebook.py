@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
 import subprocess
+import sys
 import time
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -60,6 +62,7 @@ __all__ = [
     "record",
     "checkout_of",
     "imported_versions",
+    "machine_facts",
     "repo_root",
     "shown_path",
     "resolve_out_dir",
@@ -183,6 +186,55 @@ def package_versions(packages: Iterable[str] = PACKAGES) -> dict[str, str | None
     return versions
 
 
+_ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+
+
+def machine_facts() -> dict[str, Any]:
+    """What a run's floating-point results depend on beyond code, inputs and package versions: the CPU (vendor,
+    model name, family/model/stepping, its vector-instruction flags), the logical cores, torch's CPU kernel set and
+    the BLAS libraries loaded.  A training notebook's numbers reproduce bit for bit where these match; elsewhere its
+    models retrain through other kernels and move (README, "Reproducibility")."""
+    info: dict[str, str] = {}
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if not key:
+                    break  # the first processor's block is enough
+                if key == "flags":
+                    flags = set(value.split())
+                elif key in ("vendor_id", "model name", "cpu family", "model", "stepping"):
+                    info[key] = value.strip()
+    except OSError:
+        pass
+    torch = sys.modules.get("torch")
+    capability = torch.backends.cpu.get_cpu_capability() if torch is not None else None
+    try:
+        from threadpoolctl import threadpool_info
+
+        blas = sorted(
+            {
+                f"{p['internal_api']} {p['version']} {p.get('architecture') or ''}".strip()
+                for p in threadpool_info()
+                if p.get("user_api") == "blas"
+            }
+        )
+    except ImportError:
+        blas = []
+    return {
+        "platform": platform.machine(),
+        "cpu": info.get("model name") or platform.processor() or None,
+        "vendor": info.get("vendor_id"),
+        "family_model_stepping": "/".join(info.get(k, "?") for k in ("cpu family", "model", "stepping")),
+        "isa": [f for f in _ISA_FLAGS if f in flags],
+        "logical_cores": os.cpu_count(),
+        "torch_cpu_capability": capability,
+        "blas": blas,
+    }
+
+
 def imported_versions() -> dict[str, str | None]:
     """``{"python": …, distribution: version}`` of every installed distribution this process imported a module of
     (read from ``sys.modules``; the standard library has no distribution and is not listed), sorted by name."""
@@ -288,6 +340,7 @@ def provenance(
             "parameters": params,
             "seeds": seeds,
             "versions": imported_versions(),
+            "machine": machine_facts(),
             "git": dict(git) if git is not None else git_commit(),
             "data_files": [data_file_info(p) for p in data if p.is_file() and p.suffix != ".safetensors"],
             "models": [data_file_info(p) for p in models if p.is_file()],

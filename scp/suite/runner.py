@@ -706,6 +706,9 @@ def run(
                     report = compare(ROOT / "results" / name, scratch / "results" / name, declared_of(name).tolerance)
                     reports[name] = report
                     echo(f"[check] {name}: {report.summary()}", flush=True)
+                    moved = _machine_change(ROOT / "results" / name, scratch / "results" / name)
+                    if moved:
+                        echo(f"[check] {name}: {moved}", flush=True)
 
             with _environment(**env):
                 _schedule(todo, jobs, work, echo)
@@ -716,6 +719,25 @@ def run(
         if failed:
             raise RunnerError(f"--check: {', '.join(failed)} differ from the committed results beyond their tolerance")
         return executed
+
+
+def _machine_change(committed: Path, rerun: Path) -> str:
+    """How the rerun's machine (its provenance ``machine``, :func:`scp.suite.notebook.machine_facts`) differs from
+    the committed run's, or "" when they match; a training notebook retrains through other kernels there."""
+    from scp.io import read_json
+
+    def machine(folder: Path) -> dict | None:
+        path = folder / "provenance.json"
+        return read_json(path).get("machine") if path.is_file() else None
+
+    before, after = machine(committed), machine(rerun)
+    if before is None:
+        return "the committed run recorded no machine, so whether this one differs is not known"
+    changed = sorted(k for k in {*before, *(after or {})} if before.get(k) != (after or {}).get(k))
+    if not changed:
+        return ""
+    shown = "; ".join(f"{k}: {before.get(k)!r} -> {(after or {}).get(k)!r}" for k in changed)
+    return f"rerun on another machine than the committed run ({shown}); trained models may move there"
 
 
 # --------------------------------------------------------------------------------------------------- CLI
