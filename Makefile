@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= embed,notebooks,llm,dev,ray,langchain,llamaindex,book
+EXTRAS ?= embed,notebooks,llm,dev,ray,langchain,llamaindex,book,peers
 JOBS   ?= $(shell nproc)
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 

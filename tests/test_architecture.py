@@ -4,6 +4,7 @@ scp.pruning or scp.suite imports, directly or through others of its package, a m
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -101,3 +102,14 @@ def test_a_lazy_import_that_closes_a_circle_is_found(tmp_path):
     sources = package / "sources.py"
     sources.write_text(sources.read_text() + "\n\ndef _late():\n    from scp.suite.runner import run  # noqa: F401\n")
     assert ["scp.suite.sources", "scp.suite.runner", "scp.suite.sources"] in circles(import_graph(package))
+
+
+def test_environment_yml_installs_the_extras_make_setup_installs():
+    """``environment.yml`` (conda users) and ``make setup`` install the same extras, each one pyproject defines."""
+    import tomllib
+
+    extras = re.search(r"^EXTRAS \?= (\S+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.M).group(1)
+    conda = re.search(r"-e \.\[([^\]]+)\]", (ROOT / "environment.yml").read_text(encoding="utf-8")).group(1)
+    assert conda.split(",") == extras.split(",")
+    defined = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert set(extras.split(",")) <= set(defined), set(extras.split(",")) - set(defined)

@@ -1,3 +1,4 @@
-"""Readers: question + context → answer, and LM scoring (log-probabilities, per-token distributions) for the
-experiments that value evidence by what a reader does with it.
+"""Readers: question + context → answer, LM scoring (log-probabilities, per-token distributions) for the experiments
+that value evidence by what a reader does with it, and the peers that run on a reader: ContextCite (attribution) and
+LongLLMLingua (compression), each through its own package.
 """
