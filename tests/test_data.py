@@ -14,11 +14,8 @@ import pytest
 
 from scp.data.datasets import (
     DATASETS,
-    SPLIT_PLANS,
     SPLITS,
     Example,
-    dataset_file,
-    id_hash,
     load_2wiki,
     load_dataset,
     load_fever,
@@ -28,7 +25,6 @@ from scp.data.datasets import (
     read_json_records,
     split_examples,
     split_of,
-    split_table,
 )
 from scp.errors import DataFormatError, DataUnavailableError
 
@@ -203,7 +199,7 @@ def test_fever_negatives_are_deterministic_and_never_positive(env_data: Path) ->
     for ex in examples:
         for unit, label in zip(ex.units, ex.labels):
             if label:
-                evidence_split.setdefault(unit, set()).add(split_of(ex))
+                evidence_split.setdefault(unit, set()).add(split_of(ex.id))
     raw_by_row = {r["row"]: r for r in raw}
     first_is_negative = 0
     for ex in examples[:200]:
@@ -215,7 +211,7 @@ def test_fever_negatives_are_deterministic_and_never_positive(env_data: Path) ->
         assert len(negatives) == 9 and len({u for _, u in negatives}) == 9
         assert not positives & {u for _, u in negatives}
         assert not {t for _, t in record["gold_evidence"]} & {t for t, _ in negatives}
-        assert all(split_of(ex) in evidence_split[u] for _, u in negatives)  # same-split pool
+        assert all(split_of(ex.id) in evidence_split[u] for _, u in negatives)  # same-split pool
         first_is_negative += ex.labels[0] == 0
     assert first_is_negative > 100  # positives are shuffled in, not placed first
     few = load_fever(limit=5, n_negatives=3)
@@ -371,76 +367,24 @@ def test_unknown_dataset_name() -> None:
 # --------------------------------------------------------------------------- splits
 
 
-def test_split_plan_of_the_dev_file_is_deterministic_disjoint_and_sized(env_data: Path) -> None:
+def test_split_is_deterministic_disjoint_and_80_10_10(env_data: Path) -> None:
     examples = load_hotpotqa()
     ids = [ex.id for ex in examples]
-    plan = SPLIT_PLANS["hotpotqa"]
-    assert plan.split(HOTPOT_FIRST_ID) == "train"  # pinned: sha256-based, not Python's hash()
-    assert id_hash(HOTPOT_FIRST_ID) == pytest.approx(0.327280, abs=1e-6)
+    assert split_of(HOTPOT_FIRST_ID) == "train"  # pinned: sha256-based, not Python's hash()
     parts = {s: split_examples(examples, s) for s in SPLITS}
     id_sets = {s: {ex.id for ex in part} for s, part in parts.items()}
     assert sum(len(p) for p in id_sets.values()) == len(set(ids)) == 1000
     train, val, test = (id_sets[s] for s in SPLITS)
     assert not (train & val or train & test or val & test)
-    counts = Counter(split_of(ex) for ex in examples)
-    assert counts["test"] >= 400  # the test set the plan promises (about half the dev file)
-    assert 350 <= counts["train"] <= 450 and 70 <= counts["validation"] <= 130
-    old_test = {i for i in ids if id_hash(i) >= 0.9}  # the 80/10/10 plan's test split lies inside this one
-    assert old_test <= test and len(old_test) > 70
+    counts = Counter(split_of(i) for i in ids)
+    assert 760 <= counts["train"] <= 840 and 70 <= counts["validation"] <= 130 and 70 <= counts["test"] <= 130
     reversed_parts = {s: split_examples(examples[::-1], s) for s in SPLITS}
     assert all(reversed_parts[s] == parts[s][::-1] for s in SPLITS)
+    assert all(split_of(i) == s for s in SPLITS for i in id_sets[s])
+    assert load_dataset("hotpotqa", split="validation") == parts["validation"]
     assert load_dataset("hotpotqa", split="test", limit=7) == parts["test"][:7]
     with pytest.raises(ValueError, match="split"):
         split_examples(examples, "dev")
-    with pytest.raises(ValueError, match="takes an Example"):
-        split_of(HOTPOT_FIRST_ID)
-
-
-def test_train_and_validation_splits_read_the_train_file_and_test_never_does(env_data: Path) -> None:
-    """The train split is the train file plus the dev file's train part; nothing of the train file is in test."""
-    dev = load_hotpotqa()
-    train = load_dataset("hotpotqa", split="train")
-    by_origin = Counter(ex.origin for ex in train)
-    assert by_origin["train"] == 800 and by_origin["dev"] == len(split_examples(dev, "train"))
-    assert [ex for ex in train if ex.origin == "dev"] == split_examples(dev, "train")
-    assert load_dataset("hotpotqa", split="validation") == split_examples(dev, "validation")  # no train share
-    test = load_dataset("hotpotqa", split="test")
-    assert {ex.origin for ex in test} == {"dev"} and not {ex.id for ex in test} & {ex.id for ex in train}
-    assert all(split_of(ex) == "train" for ex in train)
-    one_file = env_data / "hotpotqa" / DATASETS["hotpotqa"].filename  # a file named explicitly is read alone
-    assert load_hotpotqa(one_file, split="train") == split_examples(dev, "train")
-    wiki_val = load_dataset("2wiki", split="validation")  # 2Wiki tests on every dev example, validates on train
-    assert wiki_val and {ex.origin for ex in wiki_val} == {"train"}
-    assert len(load_dataset("2wiki", split="test")) == 175
-    table = split_table("musique", granularity="sentence")
-    assert {(r["split"], r["origin"]) for r in table} >= {("train", "dev"), ("train", "train"), ("test", "dev")}
-    assert sum(r["examples"] for r in table if r["origin"] == "train") == 100
-    assert dataset_file("hotpotqa", "train").name == "hotpotqa_train_distractor.jsonl.gz"
-    assert dataset_file("msmarco", "train") is None
-
-
-def test_fever_train_file_claims_never_repeat_a_dev_claim(env_data: Path) -> None:
-    dev_ids = {ex.id for ex in load_fever()}
-    train = load_fever(split="train")
-    from_train_file = [ex for ex in train if ex.origin == "train"]
-    assert len(from_train_file) > 4000 and not dev_ids & {ex.id for ex in from_train_file}
-    assert not any("-LRB-" in u or "-RRB-" in u for ex in from_train_file for u in ex.units)
-    test = load_fever(split="test")
-    assert len(test) >= 500 and test == split_examples(load_fever(), "test")  # test negatives never change
-
-
-def test_a_missing_train_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder = tmp_path / "hotpotqa"
-    folder.mkdir()
-    (folder / "hotpotqa_dev_distractor.jsonl.gz").write_bytes(b"")  # found, never read: the train file is missing
-    monkeypatch.setenv("SCP_DATA_DIR", str(tmp_path))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(DataUnavailableError, match="hotpotqa_train_distractor"):
-        load_dataset("hotpotqa", split="train")
-    with pytest.raises(DataUnavailableError, match="hotpotqa_train_distractor"):
-        load_hotpotqa(tmp_path, split="train")
-    with pytest.raises(ValueError, match="no train file"):
-        load_dataset("msmarco", split="train", train_path=tmp_path)
 
 
 # --------------------------------------------------------------------------- Example
@@ -491,9 +435,7 @@ def test_example_validation(overrides: dict, message: str) -> None:
 def test_fever_negative_rules_on_crafted_file(tmp_path: Path) -> None:
     from scp.data.datasets import _fever_id
 
-    claims = [c for c in (f"Claim {i}." for i in range(200)) if SPLIT_PLANS["fever"].split(_fever_id(c)) == "train"][
-        :12
-    ]
+    claims = [c for c in (f"Claim {i}." for i in range(200)) if split_of(_fever_id(c)) == "train"][:12]
     records = [
         {"row": 0, "claim": claims[0], "label": "SUPPORTS", "gold_evidence": [["T1", "S one ."]]},
         {"row": 1, "claim": claims[1], "label": "REFUTES", "gold_evidence": [["T1", "S two ."], ["T1", "S one ."]]},

@@ -16,19 +16,13 @@ gives the same examples in the same order.  A file that cannot be read (not gzip
 JSON) or a record not in the dataset's layout raises :class:`~scp.errors.DataFormatError` naming the
 file and the line (``.jsonl``) or record number (``.json``); so does an example id that appears twice (naming
 both lines: a repeated example would count twice in every mean; FEVER, whose ids hash the claim, merges records
-repeating a claim instead, see :func:`load_fever`).
-
-Each dataset has a *dev* file (:data:`DATASETS`, the file evaluated on) and, for HotpotQA, 2WikiMultiHopQA,
-MuSiQue and FEVER, a *train* file (:data:`TRAIN_DATASETS`).  Splits follow the dataset's :class:`SplitPlan`
-(:data:`SPLIT_PLANS`, :func:`split_of`): the test split is a fixed hashed part of the dev file that no training
-or model selection reads; the train split is the train file plus the rest of the dev file, less a validation
-part.  ``split=None`` gives every example of the dev file alone.
+repeating a claim instead, see :func:`load_fever`).  Splits are not the datasets' own: :func:`split_of`
+assigns every id to train/validation/test (80/10/10) by hashing it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gzip
 import hashlib
 import json
@@ -48,9 +42,7 @@ from scp.errors import DataFormatError, DataUnavailableError, InputError
 from scp.lineage import note_read
 
 Granularity = Literal["sentence", "paragraph"]
-Origin = Literal["dev", "train"]
 SPLITS = ("train", "validation", "test")
-ORIGINS = ("dev", "train")
 DATA_DIR_ENV = "SCP_DATA_DIR"
 DATASET_KWARGS = {"musique": {"granularity": "sentence"}}
 """Loader options each dataset is read with everywhere (training, evaluation, notebooks)."""
@@ -75,7 +67,6 @@ class Example:
     dataset: str
     granularity: Granularity
     meta: dict[str, Any] = field(default_factory=dict, hash=False)
-    origin: Origin = "dev"
 
     def __post_init__(self) -> None:
         for name in ("units", "labels", "titles", "paragraph_ids", "answers"):
@@ -108,8 +99,6 @@ class Example:
             )
         if self.granularity not in ("sentence", "paragraph"):
             raise DataFormatError(f"{where}: granularity must be 'sentence' or 'paragraph', not {self.granularity!r}")
-        if self.origin not in ORIGINS:
-            raise DataFormatError(f"{where}: origin must be one of {ORIGINS}, not {self.origin!r}")
 
     @property
     def n_units(self) -> int:
@@ -139,64 +128,10 @@ class Example:
 # --------------------------------------------------------------------------- splits
 
 
-def id_hash(example_id: str) -> float:
-    """``u(id)`` in [0, 1): the first 8 bytes of the id's sha256 (never Python's salted ``hash``)."""
-    return int.from_bytes(hashlib.sha256(example_id.encode("utf-8")).digest()[:8], "big") / 2**64
-
-
-@dataclass(frozen=True)
-class SplitPlan:
-    """Which examples of one dataset are train, validation and test, from ``u = id_hash(id)``.
-
-    A dev-file example is ``test`` when ``u ≥ 1 − test``, ``validation`` when ``1 − test − validation ≤ u < 1 − test``
-    and ``train`` otherwise; a train-file example is ``validation`` when ``u < train_validation`` and ``train``
-    otherwise.  So the test split holds dev examples only, and a plan with a larger ``test`` keeps every test example
-    of a smaller one (the bands share their upper end).
-    """
-
-    test: float
-    validation: float
-    train_validation: float = 0.0
-
-    def __post_init__(self) -> None:
-        shares = {"test": self.test, "validation": self.validation, "train_validation": self.train_validation}
-        bad = {k: v for k, v in shares.items() if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0)}
-        if bad or self.test + self.validation > 1.0:
-            raise InputError(f"a SplitPlan needs shares in [0, 1] with test + validation ≤ 1, not {shares}")
-
-    def split(self, example_id: str, origin: Origin = "dev") -> str:
-        """``"train"``, ``"validation"`` or ``"test"`` for an example of the dev or the train file."""
-        u = id_hash(example_id)
-        if origin == "train":
-            return "validation" if u < self.train_validation else "train"
-        if origin != "dev":
-            raise InputError(f"origin must be one of {ORIGINS}, not {origin!r}")
-        return "test" if u >= 1.0 - self.test else "validation" if u >= 1.0 - self.test - self.validation else "train"
-
-
-SPLIT_PLANS: dict[str, SplitPlan] = {
-    # ~500 of the 1000 dev examples for test, ~100 for validation; train: the 800 train examples + ~400 dev
-    "hotpotqa": SplitPlan(test=0.5, validation=0.1),
-    # all 175 dev examples for test; validation: ~15 % of the 500 train examples
-    "2wiki": SplitPlan(test=1.0, validation=0.0, train_validation=0.15),
-    # ~150 of the 301 dev examples for test, ~45 for validation; train: the 100 train examples + ~105 dev
-    "musique": SplitPlan(test=0.5, validation=0.15),
-    # ~600 of the 1196 dev claims for test, ~120 for validation; train: the other paper_test claims + ~480 dev
-    "fever": SplitPlan(test=0.5, validation=0.1),
-    # no train file (the sample is MS MARCO's own train split): 80/10/10 of the one file
-    "msmarco": SplitPlan(test=0.1, validation=0.1),
-}
-"""The split plan of every dataset (see :class:`SplitPlan`)."""
-
-
-def split_of(example: Example) -> str:
-    """``"train"`` / ``"validation"`` / ``"test"`` of ``example`` under its dataset's :data:`SPLIT_PLANS` entry."""
-    if not isinstance(example, Example):
-        raise InputError(
-            f"split_of takes an Example (its dataset and origin choose the plan), not {type(example).__name__}; "
-            "for a bare id use SPLIT_PLANS[dataset].split(id, origin)"
-        )
-    return SPLIT_PLANS[example.dataset].split(example.id, example.origin)
+def split_of(example_id: str) -> str:
+    """``"train"`` / ``"validation"`` / ``"test"`` (80/10/10) from the sha256 of the id alone."""
+    u = int.from_bytes(hashlib.sha256(example_id.encode("utf-8")).digest()[:8], "big") / 2**64
+    return "train" if u < 0.8 else "validation" if u < 0.9 else "test"
 
 
 def _check_split(split: str | None) -> None:
@@ -207,7 +142,7 @@ def _check_split(split: str | None) -> None:
 def split_examples(examples: Iterable[Example], split: str) -> list[Example]:
     """The examples of ``split`` (see :func:`split_of`), in their given order."""
     _check_split(split)
-    return [ex for ex in examples if split_of(ex) == split]
+    return [ex for ex in examples if split_of(ex.id) == split]
 
 
 # --------------------------------------------------------------------------- locating and reading files
@@ -259,35 +194,6 @@ DATASETS: dict[str, DatasetSource] = {
     ),
 }
 _ALIASES = {"2wikimultihopqa": "2wiki", "hotpot_qa": "hotpotqa", "ms_marco": "msmarco"}
-TRAIN_DATASETS: dict[str, DatasetSource] = {
-    "hotpotqa": DatasetSource(
-        "hotpotqa",
-        "hotpotqa_train_distractor.jsonl.gz",
-        (("hotpot_qa", "distractor"), {"split": "train"}),
-        "HotpotQA (train)",
-        _HOTPOT_LAYOUT,
-    ),
-    "2wiki": DatasetSource(
-        "2wikimultihopqa", "2wikimultihopqa_train.jsonl.gz", None, "2WikiMultiHopQA (train)", _HOTPOT_LAYOUT
-    ),
-    "musique": DatasetSource(
-        "musique",
-        "musique_ans_train.jsonl.gz",
-        (("bdsaglam/musique",), {"data_files": "data/musique_ans_v1.0_train.jsonl", "split": "train"}),
-        "MuSiQue (train)",
-        DATASETS["musique"].layout,
-    ),
-    # FEVER's paper_test claims (dev side of the shared task, disjoint from nothing the 1200 dev claims hold: those
-    # claims are dropped from it); no FEVER train claims with evidence text exist offline
-    "fever": DatasetSource(
-        "fever",
-        "fever_paper_test_with_evidence_text.jsonl.gz",
-        None,
-        "FEVER (paper_test)",
-        "claim, label, gold_evidence of [title, sentence] (null where the evidence spans several pages)",
-    ),
-}
-"""The train file of each dataset that has one: read for the train and validation splits (:class:`SplitPlan`)."""
 
 Located = tuple[str, dict[str, Any]]  # (where: "<file> line N" or "<file> record N", record)
 
@@ -414,10 +320,9 @@ def _from_hub(source: DatasetSource) -> tuple[Iterable[dict[str, Any]] | None, s
         return None, f"datasets.load_dataset{args} failed: {type(exc).__name__}: {exc}"
 
 
-def _records(name: str, path: str | os.PathLike[str] | None, origin: Origin = "dev") -> Iterable[Located]:
-    """Raw records of the dev (or train) file of dataset ``name`` with where each is, resolved as described in the
-    module docstring."""
-    source = (DATASETS if origin == "dev" else TRAIN_DATASETS)[name]
+def _records(name: str, path: str | os.PathLike[str] | None) -> Iterable[Located]:
+    """Raw records of dataset ``name`` with where each is, resolved as described in the module docstring."""
+    source = DATASETS[name]
     if path is not None:
         p = Path(path)
         found = p if p.is_file() else _find_in_dir(p, source) if p.is_dir() else None
@@ -449,40 +354,11 @@ def _records(name: str, path: str | os.PathLike[str] | None, origin: Origin = "d
         if reason == NOT_INSTALLED
         else ", or go online (it is then downloaded from the hub)"
     )
-    what, option = (
-        (name, "--data FILE (path=... in Python)")
-        if origin == "dev"
-        else (f"{name}'s train file (the train and validation splits read it)", "train_path=... in Python")
-    )
     raise DataUnavailableError(
-        f"{what} is not available: {looked}, and from the Hugging Face hub: {reason}. "
+        f"{name} is not available: {looked}, and from the Hugging Face hub: {reason}. "
         f"Set {DATA_DIR_ENV} to a directory holding {source.folder}/{source.filename} "
-        f"(export {DATA_DIR_ENV}=/path/to/data), or pass {option}{online}."
+        f"(export {DATA_DIR_ENV}=/path/to/data), or pass --data FILE (path=... in Python){online}."
     )
-
-
-def _origins(
-    name: str, path: str | os.PathLike[str] | None, train_path: str | os.PathLike[str] | None, split: str | None
-) -> list[tuple[Origin, Iterable[Located]]]:
-    """The files read for ``split``, each with its origin: the dev file, and for the train and validation splits of a
-    dataset with a train file (:data:`TRAIN_DATASETS`) that file too.
-
-    The train file is ``train_path``; else, when ``path`` names a directory, the one in it; else, when ``path`` is
-    None, the one in ``$SCP_DATA_DIR`` or on the hub.  An explicit ``path`` to one file reads that file alone (its
-    train split is then the train part of that file)."""
-    _check_split(split)
-    if name not in TRAIN_DATASETS and train_path is not None:
-        raise InputError(f"{name} has no train file (only {sorted(TRAIN_DATASETS)} have one); drop train_path")
-    dev: list[tuple[Origin, Iterable[Located]]] = [("dev", _records(name, path))]
-    if name not in TRAIN_DATASETS:
-        return dev
-    if split not in ("train", "validation"):
-        return dev
-    if train_path is not None:
-        return [*dev, ("train", _records(name, train_path, "train"))]
-    if path is not None and not Path(path).is_dir():
-        return dev
-    return [*dev, ("train", _records(name, path, "train"))]
 
 
 R = TypeVar("R")
@@ -511,33 +387,28 @@ def _parsed(name: str, where: str, parse: Callable[[R], T], record: R) -> T:
 
 def _take(
     name: str,
-    origins: Iterable[tuple[Origin, Iterable[tuple[str, R]]]],
+    records: Iterable[tuple[str, R]],
     record_id: Callable[[R], str],
     build: Callable[[R], Example],
     split: str | None,
     limit: int | None,
 ) -> list[Example]:
-    """Build the examples of ``split`` from (where, record) pairs of each file in turn (record order), stopping
-    after ``limit``; each example carries the origin of its file.
+    """Build the examples of ``split`` from (where, record) pairs in record order, stopping after ``limit``.
 
-    An id seen twice (among the records read, in one file or across the dev and the train file) is a
-    :class:`DataFormatError` naming the id and both places: a repeated example would be evaluated twice and count
-    twice in every mean and its n, and one in both files would put a training example into the test split."""
+    An id seen twice (among the records read) is a :class:`DataFormatError` naming the file, the id and both
+    places: a repeated example would be evaluated twice and count twice in every mean and its n."""
     _check_split(split)
-    plan = SPLIT_PLANS[name]
     out: list[Example] = []
     seen: dict[str, str] = {}
-    for origin, records in origins:
-        for where, record in records:
-            if limit is not None and len(out) >= limit:
-                return out
-            ex_id = _parsed(name, where, record_id, record)
-            if ex_id in seen:
-                raise DataFormatError(_duplicate_message(ex_id, seen[ex_id], where))
-            seen[ex_id] = where
-            if split is None or plan.split(ex_id, origin) == split:
-                example = _parsed(name, where, build, record)
-                out.append(example if origin == "dev" else dataclasses.replace(example, origin=origin))
+    for where, record in records:
+        if limit is not None and len(out) >= limit:
+            break
+        ex_id = _parsed(name, where, record_id, record)
+        if ex_id in seen:
+            raise DataFormatError(_duplicate_message(ex_id, seen[ex_id], where))
+        seen[ex_id] = where
+        if split is None or split_of(ex_id) == split:
+            out.append(_parsed(name, where, build, record))
     return out
 
 
@@ -696,11 +567,7 @@ def _hotpot_example(record: dict[str, Any], dataset: str) -> Example:
 
 
 def load_hotpotqa(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    split: str | None = None,
-    limit: int | None = None,
-    train_path: str | os.PathLike[str] | None = None,
+    path: str | os.PathLike[str] | None = None, *, split: str | None = None, limit: int | None = None
 ) -> list[Example]:
     """HotpotQA (distractor setting), one unit per context sentence, labels from ``supporting_facts``.
 
@@ -709,21 +576,16 @@ def load_hotpotqa(
     ``supporting_facts: {title, sent_id}``); the same record gives an equal :class:`Example` in
     both.  ``meta`` holds ``type`` (bridge/comparison) and ``level``.
     """
-    origins = _origins("hotpotqa", path, train_path, split)
-    return _take("hotpotqa", origins, _hotpot_id, lambda r: _hotpot_example(r, "hotpotqa"), split, limit)
+    records = _records("hotpotqa", path)
+    return _take("hotpotqa", records, _hotpot_id, lambda r: _hotpot_example(r, "hotpotqa"), split, limit)
 
 
 def load_2wiki(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    split: str | None = None,
-    limit: int | None = None,
-    train_path: str | os.PathLike[str] | None = None,
+    path: str | os.PathLike[str] | None = None, *, split: str | None = None, limit: int | None = None
 ) -> list[Example]:
     """2WikiMultiHopQA, read exactly like :func:`load_hotpotqa`; ``meta["type"]`` is the question type
     (comparison, compositional, bridge_comparison, inference)."""
-    origins = _origins("2wiki", path, train_path, split)
-    return _take("2wiki", origins, _hotpot_id, lambda r: _hotpot_example(r, "2wiki"), split, limit)
+    return _take("2wiki", _records("2wiki", path), _hotpot_id, lambda r: _hotpot_example(r, "2wiki"), split, limit)
 
 
 # --------------------------------------------------------------------------- MuSiQue
@@ -785,7 +647,6 @@ def load_musique(
     granularity: Granularity = "paragraph",
     split: str | None = None,
     limit: int | None = None,
-    train_path: str | os.PathLike[str] | None = None,
 ) -> list[Example]:
     """MuSiQue-Ans, 20 paragraphs per question with paragraph-level ``is_supporting`` labels.
 
@@ -797,8 +658,8 @@ def load_musique(
     """
     if granularity not in ("sentence", "paragraph"):
         raise InputError(f"granularity must be 'sentence' or 'paragraph', not {granularity!r}")
-    origins = _origins("musique", path, train_path, split)
-    return _take("musique", origins, lambda r: str(r["id"]), lambda r: _musique_example(r, granularity), split, limit)
+    records = _records("musique", path)
+    return _take("musique", records, lambda r: str(r["id"]), lambda r: _musique_example(r, granularity), split, limit)
 
 
 # --------------------------------------------------------------------------- MS MARCO
@@ -827,11 +688,7 @@ def _msmarco_example(record: dict[str, Any]) -> Example:
 
 
 def load_msmarco(
-    path: str | os.PathLike[str] | None = None,
-    *,
-    split: str | None = None,
-    limit: int | None = None,
-    train_path: str | os.PathLike[str] | None = None,
+    path: str | os.PathLike[str] | None = None, *, split: str | None = None, limit: int | None = None
 ) -> list[Example]:
     """MS MARCO QA (v1.1 layout): candidate passages as units, labels from ``is_selected``.
 
@@ -839,8 +696,7 @@ def load_msmarco(
     selected passage are kept (metrics exclude them); the sentinel answer "No Answer Present." is
     dropped from ``answers``.  The id is ``str(query_id)``.
     """
-    origins = _origins("msmarco", path, train_path, split)
-    return _take("msmarco", origins, lambda r: str(r["query_id"]), _msmarco_example, split, limit)
+    return _take("msmarco", _records("msmarco", path), lambda r: str(r["query_id"]), _msmarco_example, split, limit)
 
 
 # --------------------------------------------------------------------------- FEVER
@@ -891,16 +747,6 @@ def _fever_negatives(
     return chosen
 
 
-_PTB_BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
-
-
-def _bracketed(text: str) -> str:
-    """FEVER's Penn-Treebank bracket tokens (``-LRB-`` …) as the brackets the dev file writes."""
-    for token, bracket in _PTB_BRACKETS.items():
-        text = text.replace(token, bracket)
-    return text
-
-
 def load_fever(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -908,20 +754,15 @@ def load_fever(
     seed: int = 0,
     split: str | None = None,
     limit: int | None = None,
-    train_path: str | os.PathLike[str] | None = None,
 ) -> list[Example]:
     """FEVER claims (SUPPORTS/REFUTES) with their gold evidence sentences as positives.
 
-    The files have no distractors, so negatives are built deterministically:
+    The file has no distractors, so negatives are built deterministically:
 
-    * ids are ``"fever-" + sha256(claim)[:16]``; records repeating an earlier claim of the same file are merged into
-      it (their rows go to ``meta["rows"]``, the evidence is the first record's); a train-file (paper_test) claim
-      that the dev file holds is dropped, as are train-file claims whose evidence spans several pages
-      (``gold_evidence`` null: their titles are not known); train-file sentences get brackets for ``-LRB-`` etc.;
-    * the pool of an example is the de-duplicated (title, sentence) evidence of all claims read in the
-      same split (:func:`split_of`: negatives never cross splits), in file order; so a train or validation claim
-      of the dev file draws other negatives when the train file is read (``split="train"``/``"validation"``) than
-      when it is not (``split=None``), while a test claim's never change;
+    * ids are ``"fever-" + sha256(claim)[:16]``; records repeating an earlier claim are merged into
+      it (their rows go to ``meta["rows"]``, the evidence is the first record's);
+    * the pool of an example is the de-duplicated (title, sentence) evidence of all claims in the
+      same :func:`split_of` split (so negatives never cross splits), in file order;
     * a generator seeded with ``sha256(f"{seed}:{id}")`` permutes the pool; walking it, sentences
       identical to a positive (or to a negative already taken) are skipped, and sentences whose
       Wikipedia title is not among the positives' titles are taken first (``n_negatives`` of them);
@@ -929,31 +770,23 @@ def load_fever(
     * the positives and negatives are then shuffled by the same generator (so positives do not sit
       first).  Each unit is its own paragraph; ``titles`` are the Wikipedia titles.
 
-    ``answers`` is ``(label,)``; ``meta`` holds ``label`` and ``rows`` (the dev file's row numbers, the train file's
-    FEVER ids).  Sentences keep FEVER's tokenisation (spaces before punctuation).
+    ``answers`` is ``(label,)``; ``meta`` holds ``label`` and ``rows``.  Sentences keep FEVER's
+    tokenisation (spaces before punctuation).
     """
     _check_split(split)
     if n_negatives < 0:
         raise InputError("n_negatives must be >= 0")
-    plan = SPLIT_PLANS["fever"]
     claims: dict[str, dict[str, Any]] = {}
-    for origin, records in _origins("fever", path, train_path, split):
-        for where, record in records:
-            if origin == "train" and "gold_evidence" in record and record["gold_evidence"] is None:
-                continue  # evidence from several pages: which sentence has which title is not known
-            claim = _parsed("fever", where, _fever_claim, record)
-            if origin == "train":
-                claim["evidence"] = [(title, _bracketed(sentence)) for title, sentence in claim["evidence"]]
-                claim["rows"] = [record.get("id")]
-            ex_id = _fever_id(claim["claim"])
-            if ex_id not in claims:
-                claims[ex_id] = {**claim, "where": where, "origin": origin}
-            elif claims[ex_id]["origin"] == origin:
-                claims[ex_id]["rows"].extend(claim["rows"])
-    split_by_id = {ex_id: plan.split(ex_id, c["origin"]) for ex_id, c in claims.items()}
+    for where, record in _records("fever", path):
+        claim = _parsed("fever", where, _fever_claim, record)
+        ex_id = _fever_id(claim["claim"])
+        if ex_id in claims:
+            claims[ex_id]["rows"].extend(claim["rows"])
+        else:
+            claims[ex_id] = {**claim, "where": where}
     pools: dict[str, list[tuple[str, str]]] = {s: [] for s in SPLITS}
     for ex_id, c in claims.items():
-        pools[split_by_id[ex_id]].extend(c["evidence"])
+        pools[split_of(ex_id)].extend(c["evidence"])
     pools = {s: list(dict.fromkeys(pool)) for s, pool in pools.items()}
 
     def build(ex_id: str) -> Example:
@@ -961,7 +794,7 @@ def load_fever(
         positives = list(dict.fromkeys(c["evidence"]))
         rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{seed}:{ex_id}".encode()).digest()[:8], "big"))
         units = [(t, s, 1) for t, s in positives]
-        units += [(t, s, 0) for t, s in _fever_negatives(ex_id, positives, pools[split_by_id[ex_id]], n_negatives, rng)]
+        units += [(t, s, 0) for t, s in _fever_negatives(ex_id, positives, pools[split_of(ex_id)], n_negatives, rng)]
         order = rng.permutation(len(units))
         return Example(
             id=ex_id,
@@ -976,10 +809,8 @@ def load_fever(
             meta={"label": c["label"], "rows": tuple(c["rows"])},
         )
 
-    by_origin: dict[Origin, list[Located]] = {"dev": [], "train": []}
-    for ex_id, c in claims.items():  # a claim's first record
-        by_origin[c["origin"]].append((c["where"], ex_id))
-    return _take("fever", by_origin.items(), lambda ex_id: ex_id, build, split, limit)
+    located = ((c["where"], ex_id) for ex_id, c in claims.items())  # a claim's first record
+    return _take("fever", located, lambda ex_id: ex_id, build, split, limit)
 
 
 # --------------------------------------------------------------------------- dispatcher
@@ -1003,10 +834,9 @@ def load_dataset(
 ) -> list[Example]:
     """Load dataset ``name`` (hotpotqa, 2wiki/2wikimultihopqa, musique, msmarco, fever).
 
-    ``split`` keeps one of :data:`SPLITS` (by :func:`split_of`; the train and validation splits read the train
-    file too, see :data:`TRAIN_DATASETS`), ``None`` every example of the dev file; ``limit`` keeps the first
-    ``limit`` examples of it in file order (dev file first); ``kw`` goes to the loader (``train_path``,
-    ``granularity`` for MuSiQue, ``n_negatives``/``seed`` for FEVER).
+    ``split`` keeps one of :data:`SPLITS` (by :func:`split_of`); ``limit`` keeps the first ``limit``
+    examples of it in file order; ``kw`` goes to the loader (``granularity`` for MuSiQue,
+    ``n_negatives``/``seed`` for FEVER).
     """
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in _LOADERS:
@@ -1014,43 +844,17 @@ def load_dataset(
     return _LOADERS[key](path, split=split, limit=limit, **kw)
 
 
-def _key(name: str) -> str:
+def dataset_file(name: str) -> Path | None:
+    """The local file :func:`load_dataset` reads for ``name`` (from ``$SCP_DATA_DIR``), for provenance records.
+
+    Returns:
+        The path, or ``None`` when no such file is there (the loader would then go to the hub).
+
+    Raises:
+        ValueError: for an unknown dataset name.
+    """
     key = _ALIASES.get(name.lower(), name.lower())
     if key not in DATASETS:
         raise InputError(f"unknown dataset {name!r}; known: {sorted(DATASETS)} (and aliases {sorted(_ALIASES)})")
-    return key
-
-
-def dataset_file(name: str, origin: Origin = "dev") -> Path | None:
-    """The local dev (or train) file :func:`load_dataset` reads for ``name`` (from ``$SCP_DATA_DIR``), for
-    provenance records.
-
-    Returns:
-        The path, or ``None`` when no such file is there (the loader would then go to the hub) or the dataset has
-        no train file.
-
-    Raises:
-        InputError: for an unknown dataset name or origin.
-    """
-    key = _key(name)
-    if origin not in ORIGINS:
-        raise InputError(f"origin must be one of {ORIGINS}, not {origin!r}")
-    source = (DATASETS if origin == "dev" else TRAIN_DATASETS).get(key)
     data_dir = os.environ.get(DATA_DIR_ENV)
-    return _find_in_dir(Path(data_dir), source) if data_dir and source else None
-
-
-def split_table(name: str, **kw: Any) -> list[dict[str, Any]]:
-    """Each split of dataset ``name`` as it is read now: rows of split, origin, file and number of examples (in
-    :data:`SPLITS` order, dev before train), for the notebooks' "which files, how many" tables.  ``kw`` goes to
-    :func:`load_dataset`."""
-    rows = []
-    for split in SPLITS:
-        counts: dict[Origin, int] = {"dev": 0, "train": 0}
-        for ex in load_dataset(name, split=split, **kw):
-            counts[ex.origin] += 1
-        for origin in ORIGINS:
-            if counts[origin]:
-                source = (DATASETS if origin == "dev" else TRAIN_DATASETS)[_key(name)]
-                rows.append({"split": split, "origin": origin, "file": source.filename, "examples": counts[origin]})
-    return rows
+    return _find_in_dir(Path(data_dir), DATASETS[key]) if data_dir else None

@@ -220,7 +220,7 @@ def run_eval(
     ``scp`` by an adaptive budget whose first round has ``n_permutations`` permutations; ``control_variate``
     ("position") goes to ``scp``'s Monte-Carlo estimator, fixed or adaptive M.  ``estimator`` is any name of
     :data:`scp.core.estimators.ESTIMATORS` for ``scp`` (default monte_carlo), checked here."""
-    from scp.data.datasets import load_dataset
+    from scp.data.datasets import load_dataset, split_examples
 
     # every argument is checked before the data are loaded and embedded
     _check_checkpoint_use(method, checkpoint)
@@ -274,7 +274,9 @@ def run_eval(
     config = load_checkpoint(checkpoint)[1] if methods.get(method).needs_checkpoint else None
     if config is not None:
         _check_pointwise_options(checkpoint, config.model, control_variate, adaptive)
-    examples = load_dataset(dataset, data, split=None if split == "all" else split, **DATASET_KWARGS.get(dataset, {}))
+    examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
+    if split not in (None, "all"):
+        examples = split_examples(examples, split)
     examples = examples if limit is None else examples[:limit]
     if examples and estimator is not None and name == "exact":
         _check_exact_sizes(examples, dataset)

@@ -19,11 +19,10 @@ from scp.training.loop import TrainResult, ids_hash, train
 
 
 def load_split(name: str, split: str, path=None, limit: int | None = None):
-    """The examples of one split of dataset ``name`` (:func:`scp.data.datasets.split_of`; train and validation
-    read the train file too), the first ``limit`` of them."""
-    from scp.data.datasets import load_dataset
+    from scp.data.datasets import load_dataset, split_examples
 
-    chosen = load_dataset(name, path, split=split, **DATASET_KWARGS.get(name, {}))
+    examples = load_dataset(name, path, **DATASET_KWARGS.get(name, {}))
+    chosen = split_examples(examples, split)
     return chosen[:limit] if limit else chosen
 
 
