@@ -83,6 +83,9 @@ def _eval(args) -> int:
         adaptive=adaptive,
         control_variate=args.control_variate,
         estimator=args.estimator,
+        thresholds=args.threshold or (),
+        target_recalls=args.target_recall or (),
+        value_fractions=args.value_fraction or (),
     )
     print(format_result(result))
     print(f"record written to {out}")
@@ -147,6 +150,8 @@ def _prune(args) -> int:
         keep_ratio=args.keep_ratio,
         top_k=args.top_k,
         token_budget=args.token_budget,
+        threshold=args.threshold,
+        value_fraction=args.value_fraction,
         n_permutations=args.n_permutations,
         seed=args.seed,
         skip_bad=args.skip_bad,
@@ -252,6 +257,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ev.add_argument("--checkpoint", help=f"an `scp train` checkpoint (for {' / '.join(trained)})")
     ev.add_argument("--keep", type=float, nargs="+", default=[0.5], help="keep ratios for R@keep (default 0.5)")
+    ev.add_argument(
+        "--threshold",
+        type=float,
+        nargs="+",
+        metavar="T",
+        help="also keep, per query, the units scoring ≥ T (at least one): recall, compression and units kept",
+    )
+    ev.add_argument(
+        "--target-recall",
+        type=float,
+        nargs="+",
+        metavar="R",
+        help="also calibrate a threshold on the validation split to mean recall R, then apply it to --split "
+        "(the record's calibration says which threshold; give it to scp prune --threshold)",
+    )
+    ev.add_argument(
+        "--value-fraction",
+        type=float,
+        nargs="+",
+        metavar="A",
+        help="scp / scp-loo with a set model: also keep, per query, the shortest prefix of the ranking whose "
+        "network value v(S) reaches v(∅) + A·(v* − v(∅)), v* the best prefix value (v(N) for a monotone game)",
+    )
     ev.add_argument("--limit", type=positive_int, help="only the first N examples (N ≥ 1)")
     ev.add_argument(
         "--permutations",
@@ -346,6 +374,20 @@ def build_parser() -> argparse.ArgumentParser:
     keep.add_argument("--top-k", type=positive_int, metavar="K", help="keep the best K sentences")
     keep.add_argument(
         "--token-budget", type=int, metavar="T", help="keep the best sentences that fit in T regex-words tokens"
+    )
+    keep.add_argument(
+        "--threshold",
+        type=float,
+        metavar="TAU",
+        help="keep, per query, every sentence whose Shapley value is ≥ TAU (at least one); "
+        "scp eval --target-recall calibrates TAU on validation",
+    )
+    keep.add_argument(
+        "--value-fraction",
+        type=float,
+        metavar="A",
+        help="keep, per query, the shortest prefix of the ranking whose network value reaches "
+        "v(∅) + A·(v* − v(∅)), v* the best prefix value, A in (0, 1] (a set model only)",
     )
     pr.add_argument(
         "--n-permutations", type=positive_int, default=50, metavar="M", help="Monte-Carlo permutations M (default 50)"

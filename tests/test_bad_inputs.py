@@ -190,6 +190,37 @@ CASES = [  # (id, argv with {d} for the temporary folder, words the message must
         "records.jsonl is not an SCP checkpoint (neither a safetensors file nor a legacy torch checkpoint)",
         {},
     ),
+    # issue 29: a keep count chosen per query, refused where it cannot apply, before any data are loaded
+    (
+        "--value-fraction with a pointwise checkpoint",
+        SCP + ["models/pointwise-hotpotqa-best.safetensors", "--value-fraction", "0.9"],
+        "a value fraction reads the game v(S) of a set value network",
+        {},
+    ),
+    ("--value-fraction with bm25", EVAL + ["--value-fraction", "0.9"], "which method 'bm25' does not have", {}),
+    ("--value-fraction 0", SCP + [SHIPPED, "--value-fraction", "0"], "value_fraction must be a number in (0, 1]", {}),
+    ("--threshold nan", EVAL + ["--threshold", "nan"], "thresholds must be finite numbers; got [nan]", {}),
+    ("--target-recall 1.5", EVAL + ["--target-recall", "1.5"], "target recalls must be numbers in (0, 1]", {}),
+    (
+        "--target-recall on validation",
+        EVAL + ["--target-recall", "0.9", "--split", "validation"],
+        "a target recall calibrates τ on the validation split and applies it to another",
+        {},
+    ),
+    (
+        "prune --value-fraction with a pointwise checkpoint",
+        ["prune", "--checkpoint", "models/pointwise-hotpotqa-best.safetensors", "--input", "{d}/records.jsonl"]
+        + ["--output", "{d}/vf.jsonl", "--value-fraction", "0.9"],
+        "a pointwise model scores each unit alone and has no value of a set",
+        {},
+    ),
+    (
+        "prune --threshold and --top-k",
+        ["prune", "--checkpoint", SHIPPED, "--input", "{d}/records.jsonl", "--output", "{d}/t.jsonl"]
+        + ["--threshold", "0.1", "--top-k", "1"],
+        "not allowed with argument",
+        {},
+    ),
     # issue 25: exact Shapley's player limit is checked before any context is embedded, naming what the CLI can do
     (
         "--estimator exact on long contexts",

@@ -56,14 +56,25 @@ class PrunedDocument:
         }
 
 
-def criterion_of(keep_ratio: float | None, top_k: int | None, token_budget: int | None) -> dict[str, Any]:
-    """The one pruning criterion an adapter was given, as keyword arguments (a keep ratio of 0.5 when none is)."""
-    if keep_ratio is None and top_k is None and token_budget is None:
-        keep_ratio = 0.5
-    check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
-    return {
-        k: v for k, v in (("keep_ratio", keep_ratio), ("top_k", top_k), ("token_budget", token_budget)) if v is not None
-    }
+def criterion_of(
+    keep_ratio: float | None = None,
+    top_k: int | None = None,
+    token_budget: int | None = None,
+    threshold: float | None = None,
+    value_fraction: float | None = None,
+) -> dict[str, Any]:
+    """The one pruning criterion an adapter was given, as keyword arguments of
+    :meth:`~scp.pruning.pruner.ShapleyPruner.prune` (a keep ratio of 0.5 when none is)."""
+    given = dict(
+        keep_ratio=keep_ratio,
+        top_k=top_k,
+        token_budget=token_budget,
+        threshold=threshold,
+        value_fraction=value_fraction,
+    )
+    given = {k: v for k, v in given.items() if v is not None} or {"keep_ratio": 0.5}
+    check_criterion(**given)
+    return given
 
 
 def check_mode(mode: str) -> str:

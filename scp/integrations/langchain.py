@@ -32,7 +32,9 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
     """Prune retrieved documents to the sentences their query rests on, by Shapley values of a value network.
 
     ``pruner``: a :class:`~scp.pruning.pruner.ShapleyPruner` (:meth:`from_checkpoint` loads the shipped model);
-    exactly one of ``keep_ratio`` (default 0.5 when none is given), ``top_k`` or ``token_budget``; ``mode``
+    exactly one of ``keep_ratio`` (default 0.5 when none is given), ``top_k``, ``token_budget``, or a count chosen per
+    query, ``threshold`` τ (φ_i ≥ τ) or ``value_fraction`` α (the shortest ranking prefix reaching a share α of the
+    best prefix's gain over v(∅)); ``mode``
     ``"joined"`` (one game over all documents' sentences) or ``"per_document"``; ``title_key``: the metadata key
     whose value prefixes each sentence as "Title: sentence" (None: bare sentences); ``metadata_key``: where the
     record of what was kept goes."""
@@ -43,6 +45,8 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
     keep_ratio: float | None = None
     top_k: int | None = None
     token_budget: int | None = None
+    threshold: float | None = None
+    value_fraction: float | None = None
     mode: str = "joined"
     title_key: str | None = "title"
     metadata_key: str = "scp"
@@ -54,9 +58,18 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
 
     @model_validator(mode="after")
     def _criterion(self) -> SCPDocumentCompressor:
-        criterion = criterion_of(self.keep_ratio, self.top_k, self.token_budget)
+        criterion = criterion_of(**self._criteria())
         object.__setattr__(self, "keep_ratio", criterion.get("keep_ratio"))
         return self
+
+    def _criteria(self) -> dict[str, Any]:
+        return dict(
+            keep_ratio=self.keep_ratio,
+            top_k=self.top_k,
+            token_budget=self.token_budget,
+            threshold=self.threshold,
+            value_fraction=self.value_fraction,
+        )
 
     @classmethod
     def from_checkpoint(cls, path=SHIPPED_MODEL, *, pruner_options: dict | None = None, **fields: Any):
@@ -78,7 +91,7 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
             [d.page_content for d in documents],
             [title_of(d.metadata, self.title_key) for d in documents],
             mode=self.mode,
-            **criterion_of(self.keep_ratio, self.top_k, self.token_budget),
+            **criterion_of(**self._criteria()),
         )
         return [
             Document(

@@ -33,7 +33,9 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
     """Prune retrieved nodes to the sentences their query rests on, by Shapley values of a value network.
 
     ``pruner``: a :class:`~scp.pruning.pruner.ShapleyPruner` (:meth:`from_checkpoint` loads the shipped model);
-    exactly one of ``keep_ratio`` (default 0.5 when none is given), ``top_k`` or ``token_budget``; ``mode``
+    exactly one of ``keep_ratio`` (default 0.5 when none is given), ``top_k``, ``token_budget``, or a count chosen per
+    query, ``threshold`` τ (φ_i ≥ τ) or ``value_fraction`` α (the shortest ranking prefix reaching a share α of the
+    best prefix's gain over v(∅)); ``mode``
     ``"joined"`` (one game over all nodes' sentences) or ``"per_document"`` (one per node); ``title_key``: the
     metadata key whose value prefixes each sentence as "Title: sentence" (None: bare sentences);
     ``metadata_key``: where the record of what was kept goes."""
@@ -42,6 +44,8 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
     keep_ratio: float | None = None
     top_k: int | None = None
     token_budget: int | None = None
+    threshold: float | None = None
+    value_fraction: float | None = None
     mode: str = "joined"
     title_key: str | None = "title"
     metadata_key: str = "scp"
@@ -53,13 +57,22 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
 
     @model_validator(mode="after")
     def _criterion(self) -> SCPNodePostprocessor:
-        criterion = criterion_of(self.keep_ratio, self.top_k, self.token_budget)
+        criterion = criterion_of(**self._criteria())
         object.__setattr__(self, "keep_ratio", criterion.get("keep_ratio"))
         return self
 
     @classmethod
     def class_name(cls) -> str:
         return "SCPNodePostprocessor"
+
+    def _criteria(self) -> dict[str, Any]:
+        return dict(
+            keep_ratio=self.keep_ratio,
+            top_k=self.top_k,
+            token_budget=self.token_budget,
+            threshold=self.threshold,
+            value_fraction=self.value_fraction,
+        )
 
     @classmethod
     def from_checkpoint(cls, path=SHIPPED_MODEL, *, pruner_options: dict | None = None, **fields: Any):
@@ -85,7 +98,7 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
                     [nodes[i].node.get_content(metadata_mode=MetadataMode.NONE) for i in texts],
                     [title_of(nodes[i].node.metadata, self.title_key) for i in texts],
                     mode=self.mode,
-                    **criterion_of(self.keep_ratio, self.top_k, self.token_budget),
+                    **criterion_of(**self._criteria()),
                 ),
             )
         )

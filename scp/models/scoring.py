@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import torch
 
 from scp.core.estimators import check_result, estimate, get_estimator
@@ -25,7 +26,7 @@ from scp.errors import InputError
 from scp.models.game import ValueNetGame
 from scp.models.pointwise import PointwiseScorer
 
-__all__ = ["score_contexts"]
+__all__ = ["prefix_values", "require_game", "score_contexts"]
 
 
 def score_contexts(
@@ -122,3 +123,38 @@ def _gathered(per_context: Sequence[Mapping] | None, idx: Sequence[int]) -> dict
     if any(set(per_context[i]) != keys for i in idx):
         raise InputError("every context's per-context options must name the same options")
     return {key: [per_context[i][key] for i in idx] for key in keys}
+
+
+def require_game(model) -> None:
+    """A set value network plays a game v(S); a pointwise model, which scores each unit alone, does not."""
+    if isinstance(model, PointwiseScorer):
+        raise InputError(
+            "value_fraction reads the game v(S) of a set value network; a pointwise model scores each unit alone "
+            "and has no value of a set: use threshold, keep_ratio or top_k with it"
+        )
+
+
+def prefix_values(model, contexts: Sequence[Context], scores: Sequence, device=None) -> list[np.ndarray]:
+    """v(S_0), …, v(S_n) of each context's game, S_k the top-k units by its ``scores`` (ties by position, as
+    :func:`scp.core.selection.select` breaks them): one batch of n + 1 coalitions per context, no gradients.
+
+    What the value-fraction criterion reads (:func:`scp.core.selection.value_prefix_count`).  A pointwise model
+    plays no game on a set of units, so it has no v(S): :class:`~scp.errors.InputError`."""
+    require_game(model)
+    if len(scores) != len(contexts):
+        raise InputError(f"got {len(scores)} score vectors for {len(contexts)} contexts")
+    if device is not None:
+        model.to(resolve_device(device))
+    dev = next(model.parameters()).device
+    out = []
+    for c, s in zip(contexts, scores):
+        s = np.asarray(s, dtype=np.float64).reshape(-1)
+        if s.size != c.n_units:
+            raise InputError(f"got {s.size} scores for a context of {c.n_units} units")
+        order = np.argsort(-s, kind="stable")
+        prefixes = np.zeros((c.n_units + 1, c.n_units), dtype=bool)
+        for k in range(1, c.n_units + 1):
+            prefixes[k, order[:k]] = True
+        game = ValueNetGame(model, c.units.to(dev), c.query.to(dev), c.extra.to(dev), cache_psi=True)
+        out.append(game(prefixes))
+    return out

@@ -732,18 +732,16 @@ def _check_unchanged(src: Path, entry: _Entry, digest: str, written: int, dst: P
         )
 
 
-def _criterion(
-    keep_ratio: float | None, top_k: int | None, token_budget: int | None, n_permutations: int, seed: int
-) -> dict:
+def _criterion(given: dict, n_permutations: int, seed: int) -> dict:
     """The one pruning criterion given, as keyword arguments of ``prune``, after checking the run's settings."""
-    check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
+    check_criterion(**given)
     if isinstance(n_permutations, bool) or not isinstance(n_permutations, int) or n_permutations < 1:
         raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(f"seed must be a non-negative integer; got {seed!r}")
     return {
         k: v.item() if isinstance(v, np.generic) else v  # plain Python numbers, as written to the settings
-        for k, v in dict(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget).items()
+        for k, v in given.items()
         if v is not None
     }
 
@@ -752,7 +750,10 @@ def _settings(
     model, embedder_id: str, estimator: str, n_permutations: int, antithetic: bool, seed: int | None, criterion: dict
 ) -> dict:
     from scp.models.factory import weights_fingerprint
+    from scp.models.scoring import require_game
 
+    if criterion.get("value_fraction") is not None:
+        require_game(model)  # a pointwise model has no v(S): refused before any record is pruned
     return {
         "weights": weights_fingerprint(model),
         "embedder": embedder_id,
@@ -802,6 +803,8 @@ def prune_jsonl(
     keep_ratio: float | None = None,
     top_k: int | None = None,
     token_budget: int | None = None,
+    threshold: float | None = None,
+    value_fraction: float | None = None,
     n_permutations: int = 50,
     seed: int = 0,
     skip_bad: bool = False,
@@ -818,7 +821,17 @@ def prune_jsonl(
     that many new records (the rest is left for a rerun).  A record rewritten in the input after the check
     before pruning is an error: nothing of the new content is pruned.
     """
-    criterion = _criterion(keep_ratio, top_k, token_budget, n_permutations, seed)
+    criterion = _criterion(
+        dict(
+            keep_ratio=keep_ratio,
+            top_k=top_k,
+            token_budget=token_budget,
+            threshold=threshold,
+            value_fraction=value_fraction,
+        ),
+        n_permutations,
+        seed,
+    )
     if pruner is None and checkpoint is None:
         raise InputError("give a checkpoint (or a ShapleyPruner)")
     src, dst, stream = _paths(input_path, output_path)
@@ -959,6 +972,8 @@ def prune_jsonl_ray(
     keep_ratio: float | None = None,
     top_k: int | None = None,
     token_budget: int | None = None,
+    threshold: float | None = None,
+    value_fraction: float | None = None,
     n_permutations: int = 50,
     seed: int = 0,
     skip_bad: bool = False,
@@ -989,7 +1004,17 @@ def prune_jsonl_ray(
             raise InputError(f"{name} must be an integer ≥ 1; got {value!r}")
     if isinstance(gpus_per_worker, bool) or not (isinstance(gpus_per_worker, (int, float)) and gpus_per_worker >= 0):
         raise InputError(f"gpus_per_worker must be a number ≥ 0; got {gpus_per_worker!r}")
-    criterion = _criterion(keep_ratio, top_k, token_budget, n_permutations, seed)
+    criterion = _criterion(
+        dict(
+            keep_ratio=keep_ratio,
+            top_k=top_k,
+            token_budget=token_budget,
+            threshold=threshold,
+            value_fraction=value_fraction,
+        ),
+        n_permutations,
+        seed,
+    )
     if gpus_per_worker > 0 and not address and not ray.is_initialized():
         import torch
 

@@ -4,7 +4,9 @@
 over examples with a bootstrap CI (examples without both a positive and a negative are excluded and counted),
 R@keep (expected recall of supporting units among the top ⌈keep·n⌉, ties split at random in expectation),
 and at the same keep ratio the unit keep rate and the token compression (regex-words tokens removed / total),
-overall and by question type where the dataset has one.
+overall and by question type where the dataset has one.  Per-query criteria (a threshold τ, a value fraction α:
+:func:`scp.core.selection.select`) are reported the same way, with the number of units each query kept; a threshold
+is calibrated to a target recall on the validation split (:func:`calibrated_thresholds`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,17 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
 from scp.core.metrics import aggregate, over_seeds, pairwise_auc, recall_at_keep
-from scp.core.selection import is_integer, is_real, select
+from scp.core.selection import calibrate_threshold, check_criterion, is_integer, is_real, select
 from scp.data.datasets import DATASET_KWARGS
 from scp.errors import InputError, ModelUnavailableError
 from scp.io import write_json
+from scp.models.config import POINTWISE
 from scp.models.factory import load_checkpoint
 from scp.pruning import methods
 from scp.pruning.rankers import Ranker
@@ -71,8 +74,6 @@ def _check_exact_sizes(examples, dataset: str) -> None:
 
 def _check_pointwise_options(checkpoint, model: str, control_variate, adaptive) -> None:
     """A pointwise checkpoint scores each unit exactly: Monte-Carlo options do not apply to it."""
-    from scp.models.config import POINTWISE
-
     given = [
         name for name, value in (("--control-variate", control_variate), ("--adaptive", adaptive)) if value is not None
     ]
@@ -130,18 +131,47 @@ def make_ranker(
     )
 
 
+PER_QUERY = ("threshold", "value_fraction")  # the criteria whose keep count each query's scores choose
+
+
+def criterion_name(criterion: Mapping) -> str:
+    """How a per-query criterion names its metrics: ``{"threshold": 0.01}`` → ``"threshold=0.01"``."""
+    if len(criterion) != 1 or next(iter(criterion)) not in PER_QUERY:
+        raise InputError(f"a per-query criterion is one of {PER_QUERY} with its value; got {dict(criterion)!r}")
+    return check_criterion(**criterion)
+
+
 def evaluate(
-    examples, ranker: Ranker, with_title: bool, keep_ratios: Sequence[float] = (0.5,), n_boot: int = 1000, seed: int = 0
+    examples,
+    ranker: Ranker,
+    with_title: bool,
+    keep_ratios: Sequence[float] = (0.5,),
+    n_boot: int = 1000,
+    seed: int = 0,
+    criteria: Sequence[Mapping] = (),
 ) -> dict:
-    """Metrics of ``ranker`` on ``examples`` (see the module docstring) as a JSON-ready dict."""
+    """Metrics of ``ranker`` on ``examples`` (see the module docstring) as a JSON-ready dict.
+
+    ``criteria`` are per-query criteria (``{"threshold": τ}``, ``{"value_fraction": α}``); each adds
+    ``recall@NAME`` (share of the gold units kept), ``keep_rate@NAME``, ``compression@NAME`` and ``kept@NAME``
+    (units kept) with NAME = :func:`criterion_name`.  ``value_fraction`` asks the ranker for its game's values
+    (:meth:`scp.pruning.rankers.Ranker.prefix_values`, a set model only), and each example's row then holds
+    ``v_empty`` = v(∅), ``v_peak`` = max_k v(S_k) (reached at ``peak_at`` = k), ``v_grand`` = v(N)."""
     if not examples:
         raise InputError("no examples to evaluate")
+    names = [criterion_name(c) for c in criteria]
     t0 = time.perf_counter()
+    queries = [ex.query for ex in examples]
     units_list = [ex.unit_texts(with_title=with_title) for ex in examples]
-    scores = ranker.score_many([ex.query for ex in examples], units_list)
+    scores = ranker.score_many(queries, units_list)
     seconds = time.perf_counter() - t0
+    values = (
+        ranker.prefix_values(queries, units_list, scores)
+        if any("value_fraction" in c for c in criteria)
+        else [None] * len(examples)
+    )
     rows = []
-    for ex, s in zip(examples, scores):
+    for ex, s, v in zip(examples, scores, values):
         counts = [len(regex_tokens(u)) for u in ex.units]
         row = {
             "id": ex.id,
@@ -155,11 +185,24 @@ def evaluate(
             row[f"recall@{r}"] = recall_at_keep(s, ex.labels, r) if ex.n_positive else float("nan")
             row[f"keep_rate@{r}"] = len(kept) / ex.n_units
             row[f"compression@{r}"] = 1 - sum(counts[i] for i in kept) / max(1, sum(counts))
+        if v is not None:  # the game along the ranking: v(∅), its best prefix (size k*), v(N)
+            row.update(v_empty=float(v[0]), v_peak=float(v[1:].max()), peak_at=int(np.argmax(v[1:])) + 1)
+            row["v_grand"] = float(v[-1])
+        for name, criterion in zip(names, criteria):
+            kept = select(s, prefix_values=v, **criterion)[0]
+            gold = np.asarray(ex.labels) > 0
+            row[f"recall@{name}"] = gold[kept].sum() / ex.n_positive if ex.n_positive else float("nan")
+            row[f"keep_rate@{name}"] = len(kept) / ex.n_units
+            row[f"compression@{name}"] = 1 - sum(counts[i] for i in kept) / max(1, sum(counts))
+            row[f"kept@{name}"] = len(kept)
         rows.append(row)
+
+    metrics = [f"{m}@{r}" for r in keep_ratios for m in ("recall", "keep_rate", "compression")]
+    metrics += [f"{m}@{n}" for n in names for m in ("recall", "keep_rate", "compression", "kept")]
 
     def summary(subset: list[dict]) -> dict:
         out = {"n_examples": len(subset)}
-        for key in ["auc"] + [f"{m}@{r}" for r in keep_ratios for m in ("recall", "keep_rate", "compression")]:
+        for key in ["auc"] + metrics:
             agg = aggregate([row[key] for row in subset], n_boot=n_boot, seed=seed)
             out[key] = {
                 "mean": agg.mean,
@@ -183,6 +226,57 @@ def evaluate(
     if types:
         result["by_type"] = {t: summary([row for row in rows if row["type"] == t]) for t in types}
     result["per_example"] = rows
+    return result
+
+
+def calibrated_thresholds(examples, ranker: Ranker, with_title: bool, target_recalls: Sequence[float]) -> list[dict]:
+    """For each target recall R, the largest threshold τ whose mean recall over ``examples`` (validation
+    contexts) reaches R (:func:`scp.core.selection.calibrate_threshold`), scored once by ``ranker``.
+
+    Returns one ``{"target_recall", "threshold", "n_validation", "criterion"}`` per target, in order."""
+    if not examples:
+        raise InputError("no validation examples to calibrate a threshold on")
+    for r in target_recalls:
+        if not (is_real(r) and 0 < r <= 1):
+            raise InputError(f"target recalls must be numbers in (0, 1]; got {r!r}")
+    scores = ranker.score_many([ex.query for ex in examples], [ex.unit_texts(with_title=with_title) for ex in examples])
+    labels = [ex.labels for ex in examples]
+    out = []
+    for r in target_recalls:
+        tau = calibrate_threshold(scores, labels, r)
+        out.append(
+            {
+                "target_recall": float(r),
+                "threshold": tau,
+                "n_validation": len(examples),
+                "criterion": criterion_name({"threshold": tau}),
+            }
+        )
+    return out
+
+
+def evaluate_per_query(
+    examples,
+    validation,
+    make: Callable[[], Ranker],
+    with_title: bool,
+    keep_ratios: Sequence[float] = (0.5,),
+    *,
+    thresholds: Sequence[float] = (),
+    target_recalls: Sequence[float] = (),
+    value_fractions: Sequence[float] = (),
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict:
+    """:func:`evaluate` at fixed ``keep_ratios`` and per-query criteria: each threshold, each target recall's
+    threshold calibrated on ``validation`` (by a ranker of its own from ``make``, so an adaptive budget's record
+    counts the evaluated contexts only; the record's ``calibration`` lists them), each value fraction."""
+    calibration = calibrated_thresholds(validation, make(), with_title, target_recalls) if target_recalls else []
+    criteria = [{"threshold": float(t)} for t in thresholds] + [{"threshold": c["threshold"]} for c in calibration]
+    criteria += [{"value_fraction": float(a)} for a in value_fractions]
+    result = evaluate(examples, make(), with_title, keep_ratios, n_boot=n_boot, seed=seed, criteria=criteria)
+    if calibration:
+        result["calibration"] = calibration
     return result
 
 
@@ -213,8 +307,17 @@ def run_eval(
     adaptive: dict | None = None,
     control_variate: str | None = None,
     estimator: str | None = None,
+    thresholds: Sequence[float] = (),
+    target_recalls: Sequence[float] = (),
+    value_fractions: Sequence[float] = (),
 ) -> dict:
     """Load ``dataset`` (``data`` = a file in its original layout or a data directory), evaluate ``method``.
+
+    Beside the fixed ``keep_ratios``, per-query keep counts: each of ``thresholds`` τ keeps the units with score
+    ≥ τ; each of ``target_recalls`` R first calibrates τ on the dataset's validation split (the record's
+    ``calibration`` says which τ each R gave), then applies it; each of ``value_fractions`` α keeps the shortest
+    prefix of the ranking whose network value reaches v(∅) + α·(v* − v(∅)), v* the best prefix value (``scp`` and
+    ``scp-loo`` with a set model only).
 
     ``adaptive`` (delta, max_permutations, tolerance, bound; K = ⌈keep_ratios[0]·n⌉) replaces the fixed M of
     ``scp`` by an adaptive budget whose first round has ``n_permutations`` permutations; ``control_variate``
@@ -232,6 +335,24 @@ def run_eval(
         raise InputError(f"the number of permutations M must be an integer ≥ 1; got {n_permutations!r}")
     if not is_integer(seed) or seed < 0:  # NumPy's generators take seeds ≥ 0 only
         raise InputError(f"seed must be an integer ≥ 0; got {seed!r}")
+    for name, given in (("thresholds", thresholds), ("target recalls", target_recalls)):
+        bad = [x for x in given if not (is_real(x) and np.isfinite(x))]
+        if bad or (name == "target recalls" and any(not 0 < x <= 1 for x in given)):
+            raise InputError(
+                f"{name} must be {'numbers in (0, 1]' if name != 'thresholds' else 'finite numbers'}; got {list(given)}"
+            )
+    for a in value_fractions:
+        check_criterion(value_fraction=a)
+    if value_fractions and method not in ("scp", "scp-loo"):
+        raise InputError(
+            f"a value fraction reads the network's game v(S), which method {method!r} does not have; it applies to "
+            "scp and scp-loo (use a threshold or a target recall with the others)"
+        )
+    if target_recalls and split in (None, "all", "validation"):
+        raise InputError(
+            f"a target recall calibrates τ on the validation split and applies it to another; got split {split!r} "
+            "(use --split test, or give the threshold itself with --threshold)"
+        )
     options: dict = {}
     if control_variate is not None:
         from scp.core.fast_path import CONTROL_VARIATES
@@ -274,17 +395,22 @@ def run_eval(
     config = load_checkpoint(checkpoint)[1] if methods.get(method).needs_checkpoint else None
     if config is not None:
         _check_pointwise_options(checkpoint, config.model, control_variate, adaptive)
-    examples = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
-    if split not in (None, "all"):
-        examples = split_examples(examples, split)
+        if value_fractions and config.model in POINTWISE:
+            raise InputError(
+                f"a value fraction reads the game v(S) of a set value network; {checkpoint} is a {config.model!r} "
+                "model, which scores each unit alone: use a threshold or a target recall"
+            )
+    everything = load_dataset(dataset, data, **DATASET_KWARGS.get(dataset, {}))
+    examples = everything if split in (None, "all") else split_examples(everything, split)
     examples = examples if limit is None else examples[:limit]
     if examples and estimator is not None and name == "exact":
         _check_exact_sizes(examples, dataset)
     if units is None:
         units = config.unit_repr if config is not None else "sentence"
     with_title = units == "title"
-    try:
-        ranker = make_ranker(
+
+    def ranker() -> Ranker:
+        return make_ranker(
             method,
             checkpoint,
             cache_dir=cache_dir,
@@ -292,7 +418,19 @@ def run_eval(
             n_permutations="adaptive" if adaptive is not None else n_permutations,
             **options,
         )
-        result = evaluate(examples, ranker, with_title, keep_ratios, seed=seed)
+
+    try:
+        result = evaluate_per_query(
+            examples,
+            split_examples(everything, "validation") if target_recalls else [],
+            ranker,
+            with_title,
+            keep_ratios,
+            thresholds=thresholds,
+            target_recalls=target_recalls,
+            value_fractions=value_fractions,
+            seed=seed,
+        )
     except ModelUnavailableError as error:
         result = unavailable(method, error, with_title, dataset)
     if estimator is not None:
@@ -313,7 +451,7 @@ def run_eval(
 def format_result(result: dict) -> str:
     if result["status"] != "ok":
         return f"{result['method']} on {result['dataset']}: n/a ({result['reason']})"
-    keys = [k for k in result if k.startswith(("recall@", "compression@", "keep_rate@"))]
+    keys = [k for k in result if k.startswith(("recall@", "compression@", "keep_rate@", "kept@"))]
     parts = [
         f"AUC {result['auc']['mean']:.4f} [{result['auc']['ci'][0]:.4f}, {result['auc']['ci'][1]:.4f}] "
         f"(n={result['auc']['n_used']}, excluded {result['auc']['n_excluded']})"
@@ -322,6 +460,12 @@ def format_result(result: dict) -> str:
     line = f"{result['method']} on {result['dataset']}/{result['split']} ({result['units']} units): " + ", ".join(parts)
     for t, sub in result.get("by_type", {}).items():
         line += f"\n  {t}: AUC {sub['auc']['mean']:.4f} (n={sub['auc']['n_used']})"
+    for c in result.get("calibration", []):
+        line += (
+            f"\n  target recall {c['target_recall']:g} on {c['n_validation']} validation contexts: "
+            f"{c['criterion']}, test recall {result['recall@' + c['criterion']]['mean']:.4f}, "
+            f"{result['kept@' + c['criterion']]['mean']:.1f} units kept per query"
+        )
     if "adaptive" in result:
         from scp.core.adaptive import RIGOROUS
 

@@ -3,6 +3,7 @@
 >>> pruner = ShapleyPruner.from_checkpoint("models/scp-hotpotqa-best.safetensors")
 >>> pruner.rank("Who founded X?", sentences, titles=titles).values    # one Shapley value per sentence
 >>> pruner.prune("Who founded X?", text, keep_ratio=0.5).kept_text
+>>> pruner.prune("Who founded X?", text, value_fraction=0.9).kept_indices  # as many as the query needs
 
 Sentences are read as the checkpoint was trained: with ``unit_repr="title"`` pass ``titles=`` (one per
 sentence) so units read "Title: sentence"; without titles the bare sentences are used (and a warning says so).
@@ -30,7 +31,7 @@ from scp.errors import InputError, InputTypeError, warn_user
 from scp.models.config import TrainConfig
 from scp.models.factory import load_checkpoint
 from scp.models.pointwise import PointwiseScorer
-from scp.models.scoring import score_contexts
+from scp.models.scoring import prefix_values, require_game, score_contexts
 from scp.pruning.result import PruneResult, prune
 
 __all__ = ["ShapleyPruner", "MAX_UNITS"]
@@ -244,6 +245,12 @@ class ShapleyPruner:
         """Per-sentence attributions by the pruner's estimator (Shapley values, LOO, …), or pointwise scores.
 
         ``top_k`` is the K whose Top-K set an adaptive budget certifies (default ⌈certify_keep·n⌉)."""
+        return self._rank(query, sentences, titles, top_k)[1]
+
+    def _rank(
+        self, query: str, sentences: Sequence[str], titles: Sequence[str] | None, top_k: int | None
+    ) -> tuple[Context, ShapleyResult]:
+        """The context built for ``query`` and its units, and :meth:`rank`'s result on it."""
         sentences = as_text_list(sentences, "sentences")
         self._check(query, sentences)
         units = self.units(sentences, titles)
@@ -261,7 +268,11 @@ class ShapleyPruner:
             bar.set_postfix_str(f"scoring by {self.estimator}")
             result = self.score_contexts([ctx], top_k=top_k)[0]
             bar.update()
-        return result
+        return ctx, result
+
+    def prefix_values(self, contexts: Sequence[Context], scores: Sequence) -> list[np.ndarray]:
+        """v(S_0), …, v(S_n) of each context's game along its ranking (:func:`scp.models.scoring.prefix_values`)."""
+        return prefix_values(self.model, contexts, scores, device=self.device)
 
     def prune(
         self,
@@ -271,15 +282,32 @@ class ShapleyPruner:
         keep_ratio: float | None = None,
         top_k: int | None = None,
         token_budget: int | None = None,
+        threshold: float | None = None,
+        value_fraction: float | None = None,
         titles: Sequence[str] | None = None,
         **kwargs,
     ) -> PruneResult:
-        """Rank, then keep by exactly one of ``keep_ratio``, ``top_k`` or ``token_budget`` (text is sentence-split).
+        """Rank, then keep by exactly one criterion (text is sentence-split):
+
+        - a fixed count: ``keep_ratio`` r (⌈r·n⌉ units) or ``top_k``; a ``token_budget``;
+        - a count chosen per query: ``threshold`` τ keeps every unit with φ_i ≥ τ (at least the best one; calibrate
+          τ to a target recall with :func:`scp.core.selection.calibrate_threshold` or ``scp eval --target-recall``),
+          ``value_fraction`` α keeps the shortest prefix of the ranking whose value v(S) reaches
+          v(∅) + α·(v* − v(∅)), v* the best prefix value (v(N) for a monotone game), on the network's own game
+          (a set model only: one more batch of n + 1 coalitions).
 
         The criterion is validated before any ranking; a text with no sentence boundary is one unit, kept or
         dropped whole (with a warning).
         """
-        check_criterion(keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget)
+        check_criterion(
+            keep_ratio=keep_ratio,
+            top_k=top_k,
+            token_budget=token_budget,
+            threshold=threshold,
+            value_fraction=value_fraction,
+        )
+        if value_fraction is not None:
+            require_game(self.model)  # before any work
         if isinstance(sentences_or_text, str):
             sentences = split_sentences(sentences_or_text)
             if len(sentences) == 1:
@@ -293,7 +321,17 @@ class ShapleyPruner:
             except InputTypeError as error:
                 raise InputTypeError(f"{error} (or one str of text to split into sentences)") from None
         k = keep_count(len(sentences), keep_ratio) if keep_ratio is not None else top_k
-        scores = self.rank(query, sentences, titles, top_k=k).values
+        ctx, result = self._rank(query, sentences, titles, top_k=k)
+        scores = np.asarray(result.values)
+        values = self.prefix_values([ctx], [scores])[0] if value_fraction is not None else None
         return prune(
-            sentences, np.asarray(scores), keep_ratio=keep_ratio, top_k=top_k, token_budget=token_budget, **kwargs
+            sentences,
+            scores,
+            keep_ratio=keep_ratio,
+            top_k=top_k,
+            token_budget=token_budget,
+            threshold=threshold,
+            value_fraction=value_fraction,
+            prefix_values=values,
+            **kwargs,
         )

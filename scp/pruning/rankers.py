@@ -55,6 +55,16 @@ class Ranker(abc.ABC):
     def _score(self, query: str, units: list[str]) -> np.ndarray:
         """Scores of a non-empty list of units."""
 
+    def prefix_values(
+        self, queries: Sequence[str], units_list: Sequence[Sequence[str]], scores: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        """v(S_0), …, v(S_n) of each context's game along the ranking ``scores`` (what the value-fraction
+        criterion reads); only a ranker that plays a game on sets of units has them."""
+        raise InputError(
+            f"ranker {self.name!r} scores units without a game v(S) on sets of them, so value_fraction does not "
+            "apply to it: use threshold, keep_ratio or top_k"
+        )
+
     def _checked(self, scores: Any, n: int) -> np.ndarray:
         scores = np.asarray(scores, dtype=np.float64).reshape(-1)
         if scores.shape != (n,):

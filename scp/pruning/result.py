@@ -1,4 +1,4 @@
-"""Pruning a context from per-sentence scores: top-K, keep ratio, average threshold, token budget.
+"""Pruning a context from per-sentence scores: top-K, keep ratio, a threshold, a token budget or a share of the value.
 
 Kept sentences always stay in their original order.  Token counts use a named tokenizer; the default
 ``regex-words`` counts lowercase ``\\w+`` words plus punctuation marks, so counts are reproducible without any
@@ -79,11 +79,16 @@ def prune(
     keep_ratio: float | None = None,
     threshold: str | float | None = None,
     token_budget: int | None = None,
+    value_fraction: float | None = None,
+    prefix_values: Sequence[float] | None = None,
     tokenizer: Callable[[str], list] | None = None,
     tokenizer_name: str | None = None,
     separator: str = " ",
 ) -> PruneResult:
-    """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings."""
+    """Keep the best-scoring sentences under one criterion (see :func:`select`) and report the savings.
+
+    ``value_fraction`` needs ``prefix_values``, the game's values of the ranking's top-k prefixes
+    (:meth:`scp.pruning.pruner.ShapleyPruner.prune` computes them from its value network)."""
     sentences = as_text_list(sentences, "sentences")
     if not sentences:
         raise InputError("empty context: nothing to prune")
@@ -99,7 +104,14 @@ def prune(
     name = tokenizer_name or ("regex-words" if tokenizer is None else getattr(tokenizer, "__name__", "custom"))
     counts = [len(tokenize(t)) for t in sentences]
     keep, desc = select(
-        scores, top_k=top_k, keep_ratio=keep_ratio, threshold=threshold, token_counts=counts, token_budget=token_budget
+        scores,
+        top_k=top_k,
+        keep_ratio=keep_ratio,
+        threshold=threshold,
+        token_counts=counts,
+        token_budget=token_budget,
+        value_fraction=value_fraction,
+        prefix_values=prefix_values,
     )
     kept = set(keep.tolist())
     return PruneResult(

@@ -33,6 +33,14 @@ class SCPRanker(Ranker):
         self.certificates += [r.certificate for r in results if r.certificate is not None]
         return [self._checked(r.values, len(u)) for r, u in zip(results, units_list)]
 
+    def prefix_values(
+        self, queries: Sequence[str], units_list: Sequence[Sequence[str]], scores: Sequence[np.ndarray]
+    ) -> list[np.ndarray]:
+        """v(S_0), …, v(S_n) of the network's game on each context along its ranking (a set model only)."""
+        p = self.pruner
+        contexts = build_contexts(list(queries), [list(u) for u in units_list], p.embedder, p.config.features)
+        return p.prefix_values(contexts, scores)
+
     def budget_summary(self) -> dict | None:
         """M used and what was certified, over the contexts scored with an adaptive budget (None otherwise)."""
         if not self.certificates:
