@@ -127,7 +127,8 @@ def table_rows(
 ) -> list[dict]:
     """:func:`per_query_rows` of every ``ok`` record of :func:`evaluate_datasets`, with ``dataset`` first and
     ``recall_fixed_same_compression``: the recall the method's own fixed ratios reach at the row's mean token
-    compression, interpolated linearly along its sweep (clamped at its ends)."""
+    compression, interpolated linearly along its sweep (``nan`` outside the compressions the sweep spans: no
+    fixed ratio of the sweep removes that much, or that little)."""
     out = []
     for (d, m), result in records.items():
         if result["status"] != "ok":
@@ -137,7 +138,13 @@ def table_rows(
         xs, ys = np.array(fixed).T
         for row in rows:
             out.append(
-                {"dataset": d, **row, "recall_fixed_same_compression": float(np.interp(row["compression"], xs, ys))}
+                {
+                    "dataset": d,
+                    **row,
+                    "recall_fixed_same_compression": float(
+                        np.interp(row["compression"], xs, ys, left=np.nan, right=np.nan)
+                    ),
+                }
             )
     return out
 
