@@ -65,6 +65,32 @@ def test_a_copy_that_is_not_the_committed_run_is_refused():
         book.check_copy("00_cooperative_games_tutorial", late, ROOT)
 
 
+def test_a_page_whose_notebook_changed_keeps_its_runs_code_and_text_and_says_so(tmp_path):
+    name = "00_cooperative_games_tutorial"
+    (tmp_path / "notebooks").mkdir()
+    source = json.loads((ROOT / "notebooks" / f"{name}.ipynb").read_text())
+    (tmp_path / "notebooks" / f"{name}.ipynb").write_text(json.dumps(source))
+    nb = executed(name)
+    ran_markdown = [c["source"] for c in nb["cells"] if c["cell_type"] == "markdown"]
+    same = copy.deepcopy(nb)
+    assert book.current_text(name, same, tmp_path)  # the same code: today's markdown
+    markdown = next(c for c in source["cells"] if c["cell_type"] == "markdown")
+    markdown["source"] = "# A text fixed after the run"
+    code = next(
+        c for c in source["cells"] if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", [])
+    )
+    (tmp_path / "notebooks" / f"{name}.ipynb").write_text(json.dumps(source))
+    fixed = copy.deepcopy(nb)
+    assert book.current_text(name, fixed, tmp_path)
+    assert "".join(next(c for c in fixed["cells"] if c["cell_type"] == "markdown")["source"]) == markdown["source"]
+    code["source"] = "print('a new cell body')"
+    (tmp_path / "notebooks" / f"{name}.ipynb").write_text(json.dumps(source))
+    changed = copy.deepcopy(nb)
+    assert not book.current_text(name, changed, tmp_path)  # other code: the run's own text stays
+    assert [c["source"] for c in changed["cells"] if c["cell_type"] == "markdown"] == ran_markdown
+    assert "Changed since this run" in book._changed_cell(name)["source"]
+
+
 def test_slim_links_each_saved_figure_instead_of_embedding_it():
     nb = {
         "metadata": {},

@@ -159,20 +159,28 @@ def _source(cell: dict) -> str:
     return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
 
 
-def current_text(name: str, nb: dict, root: Path = ROOT) -> None:
+def current_text(name: str, nb: dict, root: Path = ROOT) -> bool:
     """Give the executed copy ``nb`` the markdown of ``notebooks/NAME.ipynb`` as it is now (a text fixed after the
-    run, which needs no rerun: only code cells decide the results), after checking that its code cells — papermill's
-    injected parameters aside — are the notebook's."""
+    run, which needs no rerun: only code cells decide the results) when its code cells — papermill's injected
+    parameters aside — are the notebook's; returns whether they are.  When they are not, the copy keeps the run's
+    own code and text, which belong together, and the page says the notebook changed since (:func:`_changed_cell`)."""
     source = read_json(root / "notebooks" / f"{name}.ipynb", what=f"notebooks/{name}.ipynb")["cells"]
     ran = [c for c in nb["cells"] if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
     kinds = [c["cell_type"] for c in source] == [c["cell_type"] for c in ran]
     if not kinds or any(_source(a) != _source(b) for a, b in zip(source, ran) if a["cell_type"] == "code"):
-        raise InputError(
-            f"notebooks/{name}.ipynb has other code cells than its executed copy: rerun it (scp run {name})"
-        )
+        return False
     for now, cell in zip(source, ran):
         if cell["cell_type"] == "markdown":
             cell["source"] = now["source"]
+    return True
+
+
+def _changed_cell(name: str) -> dict:
+    text = (
+        f"**Changed since this run.** `notebooks/{name}.ipynb` has other code cells now than the run shown here, so "
+        f"this page keeps that run's code and text as they were; `scp run {name}` brings it up to date."
+    )
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -202,8 +210,10 @@ def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
             raise MissingFileError(f"no {EXECUTED}/{name}.json: python -m scp.suite.book collect {name}")
         nb = read_json(copy, what=str(copy.relative_to(root)))
         prov = check_copy(name, nb, root)
-        current_text(name, nb, root)
+        current = current_text(name, nb, root)
         nb["cells"].insert(1, _provenance_cell(name, prov))
+        if not current:
+            nb["cells"].insert(2, _changed_cell(name))
         for i, cell in enumerate(nb["cells"]):  # a record shows as its text; every cell has an id
             cell.setdefault("id", f"cell-{i}")
             for out in cell.get("outputs", []):
