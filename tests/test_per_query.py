@@ -229,3 +229,54 @@ def test_the_integrations_take_the_per_query_criteria():
     assert criterion_of(value_fraction=0.9) == {"value_fraction": 0.9}
     with pytest.raises(ValueError, match="give exactly one of"):
         criterion_of(threshold=0.01, top_k=2)
+
+
+def test_the_per_query_tables_of_an_evaluation(pruner, data_dir):
+    """scp.experiments.per_query on real records: one row per fixed ratio, calibrated threshold and value fraction,
+    the kept counts behind each row, and the shape of the game along SCP's ranking."""
+    from scp.experiments import per_query
+
+    test = load_dataset("hotpotqa", split="test", limit=6)
+    validation = load_dataset("hotpotqa", split="validation", limit=12)
+    checkpoints = {"best": str(CHECKPOINT)}
+    scp = per_query.evaluate_per_query_method(
+        test,
+        validation,
+        "scp",
+        checkpoints,
+        keep_ratios=(0.3, 0.6),
+        target_recalls=(0.8, 0.95),
+        value_fractions=(0.9, 0.99),
+        n_permutations=16,
+        n_boot=50,
+    )
+    bm25 = per_query.evaluate_per_query_method(
+        test, validation, "bm25", keep_ratios=(0.3, 0.6), target_recalls=(0.8, 0.95), n_boot=50
+    )
+    rows = per_query.table_rows({("hotpotqa", "scp"): scp, ("hotpotqa", "bm25"): bm25}, (0.3, 0.6), (0.9, 0.99))
+    modes = [(r["method"], r["mode"], r["setting"]) for r in rows]
+    assert modes == [
+        ("scp", "keep ratio", 0.3),
+        ("scp", "keep ratio", 0.6),
+        ("scp", "threshold", 0.8),
+        ("scp", "threshold", 0.95),
+        ("scp", "value fraction", 0.9),
+        ("scp", "value fraction", 0.99),
+        ("bm25", "keep ratio", 0.3),
+        ("bm25", "keep ratio", 0.6),
+        ("bm25", "threshold", 0.8),
+        ("bm25", "threshold", 0.95),
+    ]
+    for row in rows:
+        result = scp if row["method"] == "scp" else bm25
+        kept = per_query.kept_for(result, row["mode"], row["setting"])
+        assert row["kept"] == pytest.approx(kept.mean()) and row["kept_median"] == np.median(kept)
+        assert kept.min() >= 1 and row["n_test"] == len(test)
+        fixed = [r for r in rows if r["method"] == row["method"] and r["mode"] == "keep ratio"]
+        lo, hi = sorted(r["compression"] for r in fixed)
+        assert np.isnan(row["recall_fixed_same_compression"]) == (not lo <= row["compression"] <= hi)
+    recorded = per_query.recorded(rows, {("hotpotqa", "scp"): scp})
+    assert recorded["per_query_hotpotqa_scp_value_fraction"]["setting"] == [0.9, 0.99]
+    shape = recorded["game_shape_hotpotqa"]
+    assert shape == per_query.game_shape(scp) and 0 <= shape["share_grand_below_empty"] <= 1
+    assert shape["mean_v_peak"] >= max(shape["mean_v_empty"], shape["mean_v_grand"]) - 1e-12

@@ -1,4 +1,5 @@
-"""A keep count chosen per query, against fixed keep ratios (notebook 09).
+"""A keep count chosen per query, against fixed keep ratios (for notebook 09, whose per-query sections join it with the
+suite's next full regeneration, as every committed result comes from one run).
 
 A fixed keep ratio r keeps ⌈r·n⌉ units of every context, however many its question needs.  Two criteria let each
 query choose (:func:`scp.core.selection.select`):
