@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from scp.core.selection import CRITERIA
 from scp.integrations.documents import MODES, check_mode, criterion_of, prune_documents, title_of
 from scp.paths import SHIPPED_MODEL
 
@@ -58,18 +59,9 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
 
     @model_validator(mode="after")
     def _criterion(self) -> SCPDocumentCompressor:
-        criterion = criterion_of(**self._criteria())
+        criterion = criterion_of(**{k: getattr(self, k) for k in CRITERIA})
         object.__setattr__(self, "keep_ratio", criterion.get("keep_ratio"))
         return self
-
-    def _criteria(self) -> dict[str, Any]:
-        return dict(
-            keep_ratio=self.keep_ratio,
-            top_k=self.top_k,
-            token_budget=self.token_budget,
-            threshold=self.threshold,
-            value_fraction=self.value_fraction,
-        )
 
     @classmethod
     def from_checkpoint(cls, path=SHIPPED_MODEL, *, pruner_options: dict | None = None, **fields: Any):
@@ -91,7 +83,7 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
             [d.page_content for d in documents],
             [title_of(d.metadata, self.title_key) for d in documents],
             mode=self.mode,
-            **criterion_of(**self._criteria()),
+            **criterion_of(**{k: getattr(self, k) for k in CRITERIA}),
         )
         return [
             Document(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scp.core.selection import CRITERIA
 from scp.errors import InputError
 from scp.integrations.documents import check_mode, criterion_of, prune_documents, title_of
 from scp.paths import SHIPPED_MODEL
@@ -57,22 +58,13 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
 
     @model_validator(mode="after")
     def _criterion(self) -> SCPNodePostprocessor:
-        criterion = criterion_of(**self._criteria())
+        criterion = criterion_of(**{k: getattr(self, k) for k in CRITERIA})
         object.__setattr__(self, "keep_ratio", criterion.get("keep_ratio"))
         return self
 
     @classmethod
     def class_name(cls) -> str:
         return "SCPNodePostprocessor"
-
-    def _criteria(self) -> dict[str, Any]:
-        return dict(
-            keep_ratio=self.keep_ratio,
-            top_k=self.top_k,
-            token_budget=self.token_budget,
-            threshold=self.threshold,
-            value_fraction=self.value_fraction,
-        )
 
     @classmethod
     def from_checkpoint(cls, path=SHIPPED_MODEL, *, pruner_options: dict | None = None, **fields: Any):
@@ -98,7 +90,7 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
                     [nodes[i].node.get_content(metadata_mode=MetadataMode.NONE) for i in texts],
                     [title_of(nodes[i].node.metadata, self.title_key) for i in texts],
                     mode=self.mode,
-                    **criterion_of(**self._criteria()),
+                    **criterion_of(**{k: getattr(self, k) for k in CRITERIA}),
                 ),
             )
         )
