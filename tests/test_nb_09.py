@@ -34,8 +34,26 @@ def test_09_compression_and_transfer(smoke_run):
     assert r["auc_bm25"] == pytest.approx(0.900, abs=0.005)  # no training: exact up to rounding
     assert r["auc_cosine"] == pytest.approx(0.850, abs=0.005)
     assert r["auc_scp"] == pytest.approx(0.73, abs=0.1)  # a tiny trained model: looser
+    # a keep count chosen per query: a higher target recall gives a lower threshold, which keeps more of every
+    # context and so more evidence; a larger value fraction asks a longer prefix of the same ranking
+    assert set(r["per_query_splits"]) == {"hotpotqa", "msmarco"}
+    for d in ("hotpotqa", "msmarco"):
+        assert r["per_query_splits"][d] == {"test": 8, "validation": 8}
+        for m in methods:
+            t = r[f"per_query_{d}_{m}_threshold"]
+            assert t["setting"] == [0.8, 0.9, 0.95]
+            assert all(a >= b for a, b in zip(t["threshold"], t["threshold"][1:]))
+            assert all(a <= b + 1e-12 for a, b in zip(t["recall"], t["recall"][1:]))
+            assert all(a <= b + 1e-12 for a, b in zip(t["kept"], t["kept"][1:]))
+            assert all(low <= x <= high for x, (low, high) in zip(t["recall"], t["recall_ci"]))
+        v = r[f"per_query_{d}_scp_value_fraction"]
+        assert v["setting"] == [0.9, 0.95, 0.99] and all(x is None for x in v["threshold"])
+        assert all(a <= b + 1e-12 for a, b in zip(v["kept"], v["kept"][1:])) and v["kept"][0] >= 1
+        assert f"per_query_{d}_pointwise_value_fraction" not in r  # no game: no value fraction
+        shape = r[f"game_shape_{d}"]
+        assert 0 <= shape["share_grand_below_empty"] <= 1 and shape["mean_v_peak"] >= shape["mean_v_grand"] - 1e-12
     figures = {p.stem for p in (out / "figures" / "09_compression_and_transfer").glob("*.png")}
-    assert figures == {"keep_ratio_sweep", "cross_domain_auc"}
+    assert figures == {"keep_ratio_sweep", "cross_domain_auc", "per_query_tradeoff", "per_query_kept_counts"}
     tables = {p.name for p in (out / "results" / "09_compression_and_transfer").iterdir()}
     assert {
         "keep_ratio_sweep.csv",
@@ -43,4 +61,6 @@ def test_09_compression_and_transfer(smoke_run):
         "cross_domain.csv",
         "transfer_cost.csv",
         "scp_minus_pointwise.csv",
+        "per_query_keep.csv",
+        "game_shape.csv",
     } <= tables

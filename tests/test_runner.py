@@ -113,6 +113,41 @@ def test_dependency_order():
         order(["01_a", "02_b"], depends={"01_a": ["02_b"], "02_b": ["01_a"]})
 
 
+def test_critical_paths_add_the_longest_chain_after_each_notebook():
+    todo = ["00_a", "02_b", "11_c", "13_d"]
+    after = {"00_a": set(), "02_b": set(), "11_c": set(), "13_d": {"02_b"}}
+    paths = runner.critical_paths(todo, after, {"00_a": 6, "02_b": 1237, "11_c": 705, "13_d": 3954})
+    assert paths == {"00_a": 6, "02_b": 1237 + 3954, "11_c": 705, "13_d": 3954}
+    assert runner.critical_paths(todo, after, {}) == dict.fromkeys(todo, 0.0)  # unknown times: todo's order
+
+
+def test_two_jobs_start_the_longest_chain_first(monkeypatch):
+    """With -j 2 the chain 02 → 13 starts at once and 13 the moment 02 ends, not after every lower number."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from scp.suite import graph
+
+    after = {"00_a": (), "02_b": (), "05_e": (), "11_c": (), "13_d": ("02_b",)}
+    monkeypatch.setattr(graph, "declarations", lambda names: {n: SimpleNamespace(after=after[n]) for n in names})
+    seconds = {"00_a": 6, "02_b": 50, "05_e": 9, "11_c": 30, "13_d": 90}
+    monkeypatch.setattr(runner, "_last_wall_times", lambda names: seconds)
+    started, lock = [], threading.Lock()
+
+    def work(name):
+        with lock:
+            started.append(name)
+        if name != "02_b":
+            time.sleep(0.2)  # 02 ends first, while 11 still runs
+
+    runner._schedule(list(after), 2, work, print)
+    assert started[:3] == ["02_b", "11_c", "13_d"]
+    started.clear()
+    runner._schedule(list(after), 1, work, print)  # one job: the declared order, times unread
+    assert started == list(after)
+
+
 def test_unknown_notebook_is_a_clear_error(capsys):
     assert main(["no_such_notebook"]) == 2
     err = capsys.readouterr().err

@@ -59,7 +59,7 @@ NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper f
     "07_convex_deepsets": ("ConvexDeepSets vs Deep Sets; supermodularity violations", "Table 22"),
     "08_landscape_of_context": ("exact Shapley, core, tight sets, context tree, Harsanyi dividends", "Fig. 5"),
     "09_compression_and_transfer": (
-        "keep-ratio sweep (recall of the evidence) and cross-domain training",
+        "keep-ratio sweep (recall of the evidence), cross-domain training, and a keep count chosen per query",
         "no paper table (Table 12's keep ratios, as evidence recall; its QA is notebook 10's)",
     ),
     "10_downstream_qa": (
@@ -164,6 +164,13 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" (or "FOLDER/stem" of OTHER_FIGURES) 
     ),
     "09_compression_and_transfer/cross_domain_auc": (
         "Cross-domain training (MS MARCO, FEVER → HotpotQA) for SCP and the pointwise control: test AUC (95% CI)."
+    ),
+    "09_compression_and_transfer/per_query_tradeoff": (
+        "Recall against token compression on every dataset: fixed ratios (lines), thresholds calibrated on "
+        "validation to R = 0.8, 0.9, 0.95 (▼) and SCP's value fractions (▲)."
+    ),
+    "09_compression_and_transfer/per_query_kept_counts": (
+        "Units kept per query by each method's calibrated threshold (R = 0.9) and SCP's value fraction (α = 0.95)."
     ),
     "10_downstream_qa/qa_by_method": (
         "The reader's answer F1 and log P(gold answer) from the context each pruner keeps at r = 0.5, beside the "

@@ -10,7 +10,9 @@
   declare are an error, in the YAML as on the command line; ``-p`` values (and the file's) are plain YAML values
   (``-p seeds=[0,1]``, ``-p delta=0.01``, ``-p train_overrides={epochs: 1}``): no tags, binary, dates, sets or
   aliases (:class:`_ValueLoader`).
-- Notebooks run in the order of the declared graph (a notebook after those whose trained runs it reuses).
+- Notebooks run in the order of the declared graph (a notebook after those whose trained runs it reuses); with
+  ``-j`` above 1 the ready notebook on the longest chain (:func:`critical_paths`, by the committed runs' wall
+  times) starts first.
 - A full run into the checkout is incremental and pinned: it holds each of its notebooks' lock
   (``runs/.locks/NAME.lock``; a second run of a notebook is refused, one line), finishes a replacement a killed
   run left (:func:`_finish_swap`), refuses any uncommitted change (``git status``: ``*.md``, ``figures/`` and
@@ -87,6 +89,7 @@ __all__ = [
     "RunnerError",
     "add_subparser",
     "check_params_in_sync",
+    "critical_paths",
     "load_params",
     "main",
     "notebook_defaults",
@@ -534,19 +537,52 @@ def _record_suite_run(started_at: str, wall_s: float, jobs: int, ran: list[str],
     return record
 
 
+def critical_paths(
+    todo: Sequence[str], after: Mapping[str, set[str]], seconds: Mapping[str, float]
+) -> dict[str, float]:
+    """Each notebook's critical path: r(n) = t(n) + max(r(m) for the m of ``todo`` that come after n), 0 without
+    any, with t(n) its expected seconds (``seconds``; 0 when unknown).  Starting the ready notebook of largest r
+    first (list scheduling by critical path) keeps a long chain such as 02 → 13 from waiting behind short ones."""
+    paths: dict[str, float] = {}
+
+    def path(n: str) -> float:
+        if n not in paths:
+            paths[n] = float(seconds.get(n, 0.0)) + max((path(m) for m in todo if n in after[m]), default=0.0)
+        return paths[n]
+
+    return {n: path(n) for n in todo}
+
+
+def _last_wall_times(names: Iterable[str]) -> dict[str, float]:
+    """``{name: wall_time_s}`` of the committed provenance of each notebook that has a readable one."""
+    from scp.suite.graph import read_provenance
+
+    times = {}
+    for n in names:
+        try:
+            prov = read_provenance(n)
+        except (DataFormatError, OSError):
+            prov = None
+        if prov and isinstance(prov.get("wall_time_s"), int | float):
+            times[n] = float(prov["wall_time_s"])
+    return times
+
+
 def _schedule(todo: Sequence[str], jobs: int, work, echo) -> None:
-    """Run ``work(name)`` for ``todo`` in order, up to ``jobs`` at once, each only after the notebooks it comes
-    after (among ``todo``) finished; the first failure stops new starts and is raised once the others end."""
+    """Run ``work(name)`` for ``todo``, up to ``jobs`` at once, each only after the notebooks it comes after
+    (among ``todo``) finished, the ready one of longest :func:`critical_paths` (by the committed runs' wall
+    times; ties in ``todo``'s order) first; the first failure stops new starts and is raised once the others end."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     from scp.suite.graph import declarations
 
     after = {n: {a for a in declarations([n])[n].after if a in todo} for n in todo}
+    rank = critical_paths(todo, after, _last_wall_times(todo) if jobs > 1 else {})
     pending, done, running, failure = list(todo), set(), {}, None
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         while pending or running:
             while failure is None and len(running) < jobs:
-                ready = next((n for n in pending if after[n] <= done), None)
+                ready = max((n for n in pending if after[n] <= done), key=lambda n: rank[n], default=None)
                 if ready is None:
                     break
                 pending.remove(ready)

@@ -92,6 +92,7 @@ NULL_DEFAULT_TYPES = {
     "max_train_examples": "int",
     "max_val_examples": "int",
     "max_test_examples": "int",
+    "max_validation_examples": "int",
     "variants": "list[str]",
 }
 """The type of each parameter whose default in a ``parameters`` cell is ``None`` (or no literal), by name, in every
