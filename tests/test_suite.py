@@ -84,8 +84,10 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     stale = {"00_cooperative_games_tutorial": [], "01_train_value_network": ["code changed: scp.io"]}
     assert (
         "1 of 2 notebooks up to date; 1 stale because their code (code cells, or `scp` modules they import) changed"
-        in suite.readme_table(root, stale)
+        " after the run: `01_train_value_network` (their figures" in suite.readme_table(root, stale)
     )
+    every = suite.staleness_line({"00_cooperative_games_tutorial": ["code changed: scp.io"]})
+    assert "0 of 1 notebooks up to date; 1 stale" in every and "`00_" not in every  # all stale: no list of names
     assert suite.staleness_line({"00_cooperative_games_tutorial": []}).endswith(
         "all 1 notebooks are up to date with their code, parameters and inputs."
     )

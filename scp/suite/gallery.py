@@ -369,10 +369,11 @@ def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
     )
     text = f"`scp run all --status`: {len(fresh)} of {n} notebooks up to date"
     if code:
+        named = f": {', '.join(f'`{c}`' for c in code)}" if len(code) < n else ""
         text += (
-            f"; {len(code)} stale because their code (code cells, or `scp` modules they import) changed after the run "
-            "(their figures and tables are what the commit named above computed, not yet rerun at this one; "
-            "`--status` names what changed and `make figures` reruns them)"
+            f"; {len(code)} stale because their code (code cells, or `scp` modules they import) changed after the run"
+            f"{named} (their figures and tables are what the commit their provenance names computed, not yet rerun "
+            "at this one; `--status` names what changed and `make figures` reruns them)"
         )
     if own:
         text += "; stale for other reasons: " + "; ".join(own)
