@@ -113,6 +113,20 @@ def test_dependency_order():
         order(["01_a", "02_b"], depends={"01_a": ["02_b"], "02_b": ["01_a"]})
 
 
+def test_orphan_runs_are_the_trained_runs_no_committed_run_wrote(tmp_path):
+    import json
+
+    assert runner.orphan_runs(tmp_path) == []  # no runs/models at all
+    for name in ("hotpotqa-deepsets-aaa", "hotpotqa-pointwise-bbb", "hotpotqa-deepsets-ccc"):
+        (tmp_path / "runs" / "models" / name).mkdir(parents=True)
+    (tmp_path / "results" / "02_b").mkdir(parents=True)
+    written = [{"path": "runs/models/hotpotqa-deepsets-aaa/best.safetensors", "sha256": "0"}]
+    (tmp_path / "results" / "02_b" / "provenance.json").write_text(json.dumps({"models_written": written}))
+    (tmp_path / "results" / "13_d").mkdir()
+    (tmp_path / "results" / "13_d" / "provenance.json").write_text("{not json")  # covers nothing
+    assert runner.orphan_runs(tmp_path) == ["hotpotqa-deepsets-ccc", "hotpotqa-pointwise-bbb"]
+
+
 def test_critical_paths_add_the_longest_chain_after_each_notebook():
     todo = ["00_a", "02_b", "11_c", "13_d"]
     after = {"00_a": set(), "02_b": set(), "11_c": set(), "13_d": {"02_b"}}

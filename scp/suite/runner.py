@@ -508,6 +508,27 @@ def _finished(name: str, results: Path, upstream_results: Path, required: bool) 
     return problems
 
 
+def orphan_runs(root: Path = ROOT) -> list[str]:
+    """The trained runs under ``runs/models`` that no committed run lists as written (its provenance's
+    ``models_written``): left by a run that was stopped or failed, or by one at another commit whose results were
+    replaced since.  A notebook that reuses one is refused when it ends (:func:`scp.suite.graph.uncovered_reads`),
+    after all its work, so :func:`run` names them before any kernel starts."""
+    from scp.io import read_json
+
+    folder = root / "runs" / "models"
+    if not folder.is_dir():
+        return []
+    written: set[str] = set()
+    for path in sorted((root / "results").glob("*/provenance.json")):
+        try:
+            written |= {e["path"] for e in read_json(path).get("models_written", ())}
+        except (SCPError, KeyError, TypeError, AttributeError):
+            continue  # an unreadable record covers nothing; the run that reads through it says why
+    return sorted(
+        d.name for d in folder.iterdir() if d.is_dir() and f"runs/models/{d.name}/best.safetensors" not in written
+    )
+
+
 SUITE_RUN = "suite_run.json"
 """The file under ``runs/`` where a run into the checkout records itself (:func:`_record_suite_run`)."""
 
@@ -689,6 +710,15 @@ def run(
                 echo(f"[skip] {n}: up to date (its inputs equal those results/{n}/provenance.json records)", flush=True)
             reasons = chosen.run
             todo = list(chosen.run)
+            orphans = orphan_runs() if todo else []
+            if orphans:
+                shown = ", ".join(orphans[:3]) + (f" and {len(orphans) - 3} more" if len(orphans) > 3 else "")
+                echo(
+                    f"[warning] runs/models holds {len(orphans)} trained runs no committed run wrote ({shown}): a "
+                    "notebook that reuses one is refused when it ends; move them out of runs/models to have them "
+                    "retrained",
+                    flush=True,
+                )
         env = (
             {}
             if "OMP_NUM_THREADS" in os.environ or jobs <= 1
