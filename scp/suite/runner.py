@@ -513,7 +513,7 @@ def orphan_runs(root: Path = ROOT) -> list[str]:
     ``models_written``): left by a run that was stopped or failed, or by one at another commit whose results were
     replaced since.  A notebook that reuses one is refused when it ends (:func:`scp.suite.graph.uncovered_reads`),
     after all its work, so :func:`run` names them before any kernel starts."""
-    from scp.io import read_json
+    from scp.suite.graph import read_provenance
 
     folder = root / "runs" / "models"
     if not folder.is_dir():
@@ -521,9 +521,10 @@ def orphan_runs(root: Path = ROOT) -> list[str]:
     written: set[str] = set()
     for path in sorted((root / "results").glob("*/provenance.json")):
         try:
-            written |= {e["path"] for e in read_json(path).get("models_written", ())}
-        except (SCPError, KeyError, TypeError, AttributeError):
+            prov = read_provenance(path.parent.name, root / "results") or {}
+        except DataFormatError:
             continue  # an unreadable record covers nothing; the run that reads through it says why
+        written |= {e["path"] for e in prov.get("models_written", ())}
     return sorted(
         d.name for d in folder.iterdir() if d.is_dir() and f"runs/models/{d.name}/best.safetensors" not in written
     )
