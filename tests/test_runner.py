@@ -113,7 +113,7 @@ def test_dependency_order():
         order(["01_a", "02_b"], depends={"01_a": ["02_b"], "02_b": ["01_a"]})
 
 
-def test_orphan_runs_are_the_trained_runs_no_committed_run_wrote(tmp_path):
+def test_orphan_runs_are_the_trained_runs_no_committed_run_outside_the_rerun_wrote_and_are_set_aside(tmp_path):
     import json
 
     assert runner.orphan_runs(tmp_path) == []  # no runs/models at all
@@ -125,6 +125,14 @@ def test_orphan_runs_are_the_trained_runs_no_committed_run_wrote(tmp_path):
     (tmp_path / "results" / "13_d").mkdir()
     (tmp_path / "results" / "13_d" / "provenance.json").write_text("{not json")  # covers nothing
     assert runner.orphan_runs(tmp_path) == ["hotpotqa-deepsets-ccc", "hotpotqa-pointwise-bbb"]
+    # a rerun of 02_b replaces its record, so the run only it wrote would be refused if reused: set aside too
+    orphans = runner.orphan_runs(tmp_path, rerun=["02_b"])
+    assert orphans == ["hotpotqa-deepsets-aaa", "hotpotqa-deepsets-ccc", "hotpotqa-pointwise-bbb"]
+    aside = runner.set_aside(tmp_path, orphans[:2])
+    assert sorted(p.name for p in aside.iterdir()) == orphans[:2]
+    assert [p.name for p in (tmp_path / "runs" / "models").iterdir()] == ["hotpotqa-pointwise-bbb"]
+    assert runner.set_aside(tmp_path, orphans[2:]) != aside  # a second set-aside never mixes with the first
+    assert runner.orphan_runs(tmp_path) == []
 
 
 def test_critical_paths_add_the_longest_chain_after_each_notebook():

@@ -508,18 +508,27 @@ def _finished(name: str, results: Path, upstream_results: Path, required: bool) 
     return problems
 
 
-def orphan_runs(root: Path = ROOT) -> list[str]:
+def orphan_runs(root: Path = ROOT, rerun: Iterable[str] = ()) -> list[str]:
     """The trained runs under ``runs/models`` that no committed run lists as written (its provenance's
     ``models_written``): left by a run that was stopped or failed, or by one at another commit whose results were
     replaced since.  A notebook that reuses one is refused when it ends (:func:`scp.suite.graph.uncovered_reads`),
-    after all its work, so :func:`run` names them before any kernel starts."""
+    after all its work, so :func:`run` sets them aside before any kernel starts.
+
+    Args:
+        root: the checkout.
+        rerun: notebooks about to run into the checkout; their committed records do not count, since the run
+            replaces them (a notebook that reuses a run only its own old results wrote would be refused too).
+    """
     from scp.suite.graph import read_provenance
 
     folder = root / "runs" / "models"
     if not folder.is_dir():
         return []
+    replaced = set(rerun)
     written: set[str] = set()
     for path in sorted((root / "results").glob("*/provenance.json")):
+        if path.parent.name in replaced:
+            continue
         try:
             prov = read_provenance(path.parent.name, root / "results") or {}
         except DataFormatError:
@@ -528,6 +537,21 @@ def orphan_runs(root: Path = ROOT) -> list[str]:
     return sorted(
         d.name for d in folder.iterdir() if d.is_dir() and f"runs/models/{d.name}/best.safetensors" not in written
     )
+
+
+def set_aside(root: Path, runs: Sequence[str]) -> Path:
+    """Move the trained runs ``runs`` from ``runs/models`` into a new ``runs/set_aside/<UTC time>/`` (one
+    rename each, nothing deleted), so the notebooks that need them retrain them; returns that folder."""
+    stamp = _now().replace(":", "").replace("+0000", "Z")
+    target = root / "runs" / "set_aside" / stamp
+    k = 1
+    while target.exists():
+        k += 1
+        target = root / "runs" / "set_aside" / f"{stamp}-{k}"
+    target.mkdir(parents=True)
+    for name in runs:
+        os.replace(root / "runs" / "models" / name, target / name)
+    return target
 
 
 SUITE_RUN = "suite_run.json"
@@ -711,13 +735,14 @@ def run(
                 echo(f"[skip] {n}: up to date (its inputs equal those results/{n}/provenance.json records)", flush=True)
             reasons = chosen.run
             todo = list(chosen.run)
-            orphans = orphan_runs() if todo else []
+            orphans = orphan_runs(ROOT, rerun=todo) if todo else []
             if orphans:
                 shown = ", ".join(orphans[:3]) + (f" and {len(orphans) - 3} more" if len(orphans) > 3 else "")
+                aside = set_aside(ROOT, orphans)
                 echo(
-                    f"[warning] runs/models holds {len(orphans)} trained runs no committed run wrote ({shown}): a "
-                    "notebook that reuses one is refused when it ends; move them out of runs/models to have them "
-                    "retrained",
+                    f"[runs] set aside {len(orphans)} trained runs that no committed run outside this one wrote "
+                    f"({shown}) into {_show(aside)}: a notebook that reused one would be refused when it ends, "
+                    "so the notebooks that need them retrain them",
                     flush=True,
                 )
         env = (
