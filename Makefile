@@ -34,7 +34,7 @@ lint: setup
 # lint, then one pytest-xdist worker per core; every test of one notebook stays in one worker (tests/conftest.py);
 # pytest-timeout (pyproject.toml) only guards against hangs, far above any test's normal time
 test: lint
-	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup --no-loadscope-reorder --durations=15
+	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup --no-loadscope-reorder --durations=15 -rs
 
 # every notebook with its full parameters, incrementally (skips those whose inputs equal what their committed
 # provenance records), independent notebooks side by side; then figures/README.md and README.md's suite table
