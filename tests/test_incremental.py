@@ -77,14 +77,15 @@ def test_a_clean_run_pins_skips_and_replaces_whole(checkout):
     suite_run = json.loads((checkout / "runs" / runner.SUITE_RUN).read_text())
     assert suite_run["ran"] == [] and suite_run["up_to_date"] == ["01_a", "02_b"] and suite_run["wall_s"] >= 0
     assert suite_run["git"]["commit"] == git(checkout, "rev-parse", "HEAD").strip()
-    # one parameter of 01_a changes: 01_a and 02_b (after it) rerun, and 01_a's folder holds only this run's files
+    # one parameter of 01_a changes: 01_a reruns (02_b, after it, read nothing 01_a wrote: it stays), and 01_a's
+    # folder holds only this run's files
     (checkout / "params" / "01_a.yaml").write_text(
         (checkout / "params" / "01_a.yaml").read_text().replace("n: 2\n", "n: 3\n", 1)
     )
     commit(checkout)
     lines = run()
-    assert [line for line in lines if "running" in line][0].endswith("stale: parameters changed: n) ...")
-    assert "it comes after 01_a, which is stale" in [line for line in lines if "running" in line][1]
+    assert [line for line in lines if "running" in line] == [lines[1]]
+    assert lines[1].endswith("stale: parameters changed: n) ...") and lines[0].startswith("[skip] 02_b")
     assert not (checkout / "results" / "01_a" / "left_over.csv").exists()
     assert json.loads((checkout / "results" / "01_a" / "records.json").read_text()) == {"n_seen": 3}
     assert not (checkout / "runs" / "scratch" / "01_a").exists()
@@ -104,15 +105,91 @@ def test_a_dirty_tree_is_refused_unless_allowed(checkout):
     assert prov["git"]["dirty"] is True and prov["git"]["changed"] == ["notebooks/01_a.ipynb"]
 
 
-def test_a_notebook_after_a_stale_one_is_refused_alone(checkout):
+PRODUCER = (
+    "import pathlib\nfrom scp import lineage\nfrom scp.suite import record, start\nrun = start('01_a', globals())",
+    "model = pathlib.Path(os.environ['SCP_RUNS_DIR']) / 'models' / 'm' / 'best.safetensors'\n"
+    "model.parent.mkdir(parents=True, exist_ok=True)\nmodel.write_bytes(bytes([n]))\n"
+    "lineage.note_write(model, 'model')",
+    "record('n_seen', n)\nrun.finish()",
+)
+CONSUMER = (
+    "import pathlib\nfrom scp import lineage\nfrom scp.suite import record, start\nrun = start('02_b', globals())",
+    "model = pathlib.Path(os.environ['SCP_RUNS_DIR']) / 'models' / 'm' / 'best.safetensors'\n"
+    "lineage.note_read(model, 'model')\nrecord('model_byte', model.read_bytes()[0] + k)\nrun.finish()",
+)
+
+
+def _models_checkout(checkout):
+    """01_a trains a model (one byte: n) into runs/models, 02_b (after it) reads it."""
+    write_notebook(checkout / "notebooks" / "01_a.ipynb", "import os\nn = 2  # size\nout_dir = None", *PRODUCER)
+    write_notebook(checkout / "notebooks" / "02_b.ipynb", "import os\nk = 0  # shift\nout_dir = None", *CONSUMER)
+    (checkout / "params" / "02_b.yaml").write_text("k: 0\nsmoke:\n  k: 1\nsuite:\n  after: [01_a]\n")
+    commit(checkout, "a producer and a consumer")
+
+
+def test_one_notebook_regenerated_alone_at_a_later_commit_lands_beside_the_others(checkout):
+    """The landing rule is by content: 02_b rerun alone at a later commit stands beside 01_a's earlier run."""
+    from scp.suite.graph import landing_problems, status
+
+    _models_checkout(checkout)
     run()
-    commit(checkout, "results")
-    (checkout / "params" / "01_a.yaml").write_text(
-        (checkout / "params" / "01_a.yaml").read_text().replace("n: 2\n", "n: 4\n", 1)
+    commit(checkout, "results of both")
+    assert landing_problems() == [] and not any(status().values())
+    (checkout / "params" / "02_b.yaml").write_text(
+        (checkout / "params" / "02_b.yaml").read_text().replace("k: 0\n", "k: 5\n", 1)
     )
-    commit(checkout)
-    with pytest.raises(InputError, match=r"02_b reuses what 01_a trained, which is stale.*scp run 01_a 02_b"):
-        runner.run("02_b", echo=None)
+    nb = checkout / "notebooks" / "02_b.ipynb"
+    nb.write_text(nb.read_text().replace("k = 0  # shift", "k = 5  # shift"))
+    commit(checkout, "02_b changes")
+    assert {n for n, why in status().items() if why} == {"02_b"}
+    lines = run()
+    assert lines[0].startswith("[skip] 01_a") and sum("running" in line for line in lines) == 1
+    commit(checkout, "02_b's results alone")
+    provs = {n: json.loads((checkout / "results" / n / "provenance.json").read_text()) for n in ("01_a", "02_b")}
+    commits = [git(checkout, "rev-parse", f"HEAD~{k}").strip() for k in (3, 1)]
+    assert [provs[n]["git"]["commit"] for n in ("01_a", "02_b")] == commits  # two runs, two commits
+    assert json.loads((checkout / "results" / "02_b" / "records.json").read_text()) == {"model_byte": 7}
+    assert landing_problems() == [] and not any(status().values())
+
+
+def test_a_consumed_model_whose_sha256_is_not_its_producers_fails_the_landing(checkout):
+    from scp.suite.graph import landing_problems, status
+
+    _models_checkout(checkout)
+    run()
+    commit(checkout, "results of both")
+    # 01_a retrained elsewhere: its committed run now records another model than the one 02_b's run read
+    (checkout / "runs" / "models" / "m" / "best.safetensors").write_bytes(b"\x09")
+    path = checkout / "results" / "01_a" / "provenance.json"
+    prov = json.loads(path.read_text())
+    prov["models_written"][0]["sha256"] = "9" * 64
+    path.write_text(json.dumps(prov))
+    commit(checkout, "01_a from another machine")
+    assert status()["02_b"][0].startswith("model changed: runs/models/m/best.safetensors is not the one 01_a's run")
+    problems = landing_problems()
+    assert len(problems) == 1 and problems[0].startswith("02_b: model changed")
+
+
+def test_a_producers_rerun_that_changes_a_model_reruns_its_consumer(checkout):
+    from scp.suite.graph import landing_problems, status
+
+    _models_checkout(checkout)
+    run()
+    commit(checkout, "results of both")
+    (checkout / "params" / "01_a.yaml").write_text(
+        (checkout / "params" / "01_a.yaml").read_text().replace("n: 2\n", "n: 3\n", 1)
+    )
+    nb = checkout / "notebooks" / "01_a.ipynb"
+    nb.write_text(nb.read_text().replace("n = 2  # size", "n = 3  # size"))
+    commit(checkout, "01_a changes")
+    assert {n for n, why in status().items() if why} == {"01_a"}
+    lines = run()
+    running = [line for line in lines if "running" in line]
+    assert lines[0].startswith("[skip] 02_b") and "running 01_a" in running[0] and "running 02_b" in running[1]
+    assert any(line.startswith("[stale] 02_b: now that 01_a landed (model changed") for line in lines)
+    assert json.loads((checkout / "results" / "02_b" / "records.json").read_text()) == {"model_byte": 3}
+    commit(checkout, "both again")
+    assert landing_problems() == [] and not any(status().values())
 
 
 def test_check_compares_a_rerun_with_the_committed_tables(checkout):

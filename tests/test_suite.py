@@ -83,16 +83,17 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     assert "--status" not in suite.readme_table(root)  # another tree: no staleness line unless it is given
     stale = {"00_cooperative_games_tutorial": [], "01_train_value_network": ["code changed: scp.io"]}
     assert (
-        "1 of 2 notebooks up to date; 1 stale because their code (code cells, or `scp` modules they import) changed"
-        " after the run: `01_train_value_network` (their figures" in suite.readme_table(root, stale)
+        "1 of 2 notebooks up to date; stale: `01_train_value_network` (code changed: scp.io). A stale notebook's"
+        in suite.readme_table(root, stale)
     )
-    every = suite.staleness_line({"00_cooperative_games_tutorial": ["code changed: scp.io"]})
-    assert "0 of 1 notebooks up to date; 1 stale" in every and "`00_" not in every  # all stale: no list of names
+    every = suite.staleness_line({"00_cooperative_games_tutorial": ["code changed: scp.io", "input x changed"]})
+    assert "0 of 1 notebooks up to date; stale: `00_cooperative_games_tutorial` (code changed: scp.io; input x" in every
     assert suite.staleness_line({"00_cooperative_games_tutorial": []}).endswith(
         "all 1 notebooks are up to date with their code, parameters and inputs."
     )
-    line = suite.staleness_line({"00_cooperative_games_tutorial": ["parameters changed: seed"]})
-    assert line.endswith("0 of 1 notebooks up to date; stale for other reasons: parameters changed.")
+    models = [f"model changed: runs/models/m{i} is not the one 02's run wrote" for i in range(3)]
+    line = suite.staleness_line({"00_cooperative_games_tutorial": ["parameters changed: seed", *models]})
+    assert "(parameters changed: seed; model changed: 3 of them)" in line
     with pytest.raises(ValueError, match="no executed notebook"):
         suite.record_cold_run(tmp_path / "empty", root)
 

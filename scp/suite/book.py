@@ -183,6 +183,15 @@ def _changed_cell(name: str) -> dict:
     return {"cell_type": "markdown", "metadata": {}, "source": text}
 
 
+def _stale_cell(name: str, reasons: Sequence[str]) -> dict:
+    shown = "; ".join(reasons[:6]) + (f"; and {len(reasons) - 6} more" if len(reasons) > 6 else "")
+    text = (
+        f"**Stale.** `scp run all --status` finds this notebook's results out of date at this commit ({shown}): "
+        f"the page shows the run its provenance names, not yet rerun; `scp run {name}` brings it up to date."
+    )
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
 def _copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, dst)
@@ -201,9 +210,12 @@ def _mathjax() -> Path:
 
 def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
     """Stage the pages under ``src`` (emptied first); returns the staged page paths (relative, in site order)."""
+    from scp.suite.graph import status
+
     if src.exists():
         shutil.rmtree(src)
     pages = []
+    stale = status(list(names), root / "results", root=root) if Path(root).resolve() == ROOT.resolve() else {}
     for name in names:
         copy = root / EXECUTED / f"{name}.json"
         if not copy.is_file():
@@ -214,6 +226,8 @@ def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
         nb["cells"].insert(1, _provenance_cell(name, prov))
         if not current:
             nb["cells"].insert(2, _changed_cell(name))
+        elif stale.get(name):
+            nb["cells"].insert(2, _stale_cell(name, stale[name]))
         for i, cell in enumerate(nb["cells"]):  # a record shows as its text; every cell has an id
             cell.setdefault("id", f"cell-{i}")
             for out in cell.get("outputs", []):

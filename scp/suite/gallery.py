@@ -352,32 +352,28 @@ def gallery(root: Path = ROOT) -> str:
 
 #: The beginnings of :func:`scp.suite.graph.status` reasons that say a notebook's code changed after its run: its
 #: code cells, or an ``scp`` module it imports (not its parameters, inputs or outputs).
-CODE_REASONS = ("code changed", "the notebook changed")
+def _why(reasons: Sequence[str], width: int = 140) -> str:
+    """A stale notebook's reasons, one entry per kind (the text before its first colon), a kind given several times
+    counted, a long one cut."""
+    kinds: dict[str, list[str]] = {}
+    for r in reasons:
+        kinds.setdefault(r.split(":")[0], []).append(r)
+    parts = [rs[0] if len(rs) == 1 else f"{kind}: {len(rs)} of them" for kind, rs in kinds.items()]
+    return "; ".join(p if len(p) <= width else p[: width - 1] + "…" for p in parts)
 
 
 def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
-    """One sentence saying how many notebooks ``scp run all --status`` finds up to date, and why the others are
-    stale (``stale``: :func:`scp.suite.graph.status`'s ``{name: reasons}``), grouped so that only the kind of
-    change is named: code a notebook imports, its own inputs, or a stale notebook it comes after."""
+    """One sentence saying how many notebooks ``scp run all --status`` finds up to date, and naming each stale one
+    with its reasons (``stale``: :func:`scp.suite.graph.status`'s ``{name: reasons}``)."""
     n = len(stale)
     fresh = [name for name, why in stale.items() if not why]
     if len(fresh) == n:
         return f"`scp run all --status`: all {n} notebooks are up to date with their code, parameters and inputs."
-    code = [name for name, why in stale.items() if any(r.startswith(CODE_REASONS) for r in why)]
-    own = sorted(
-        {r.split(":")[0] for why in stale.values() for r in why if not r.startswith((*CODE_REASONS, "it comes after"))}
+    named = "; ".join(f"`{name}` ({_why(why)})" for name, why in stale.items() if why)
+    return (
+        f"`scp run all --status`: {len(fresh)} of {n} notebooks up to date; stale: {named}. A stale notebook's "
+        "figures and tables are what the commit its provenance names computed; `make figures` reruns it."
     )
-    text = f"`scp run all --status`: {len(fresh)} of {n} notebooks up to date"
-    if code:
-        named = f": {', '.join(f'`{c}`' for c in code)}" if len(code) < n else ""
-        text += (
-            f"; {len(code)} stale because their code (code cells, or `scp` modules they import) changed after the run"
-            f"{named} (their figures and tables are what the commit their provenance names computed, not yet rerun "
-            "at this one; `--status` names what changed and `make figures` reruns them)"
-        )
-    if own:
-        text += "; stale for other reasons: " + "; ".join(own)
-    return text + "."
 
 
 def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = None) -> str:

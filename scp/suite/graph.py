@@ -19,10 +19,12 @@ Each ``params/NAME.yaml`` declares its notebook's inputs in a ``suite:`` section
   a change to one module marks only the notebooks that import it; the runner's own modules, :data:`ORCHESTRATION`,
   do not count), the data and committed models it read, the outputs it wrote (each file under ``figures/NAME``
   and ``results/NAME`` against the sha256 its provenance records, or, for a provenance written before those were
-  recorded, the files git tracks there must exist), and staleness of the notebooks it comes after.  An unreadable
-  provenance, or a replacement of its folders that a killed run left unfinished, is one reason too.  Trained runs
-  under ``runs/models`` are a cache keyed by their config: they are rebuilt from code and data when absent, so
-  their bytes are recorded but not compared.
+  recorded, the files git tracks there must exist), and the trained models it read against the sha256 their
+  producer's run recorded (:func:`model_mismatches`).  An unreadable provenance, or a replacement of its folders
+  that a killed run left unfinished, is one reason too.  Validity is by content: whatever commit made a run, it is
+  up to date when these equal today's, so notebooks regenerated at different commits stand side by side.
+- :func:`landing_problems` is the rule the committed results obey (``tests/test_committed_results.py``): clean
+  runs at commits in HEAD's history, tables naming their run, and no model mismatch behind an up-to-date notebook.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ __all__ = [
     "declarations",
     "declared",
     "depends",
+    "landing_problems",
+    "model_mismatches",
     "module_imports",
     "notebook_digest",
     "read_provenance",
@@ -191,6 +195,10 @@ def check_graph(decls: Mapping[str, Declared], root: Path | None = None, data_di
             problems += [f"{n}: data {e!r} is not under {data_dir}" for e in d.data if not (data_dir / e).exists()]
     return problems
 
+
+TRAINED_PREFIXES = ("runs/", "store/")
+"""How provenance names a trained model: a run folder under ``runs/models`` or an entry of the model store
+(:mod:`scp.training.store`), as opposed to a committed checkpoint under ``models/``."""
 
 SITE_PACKAGES = "site-packages"
 """How provenance names the folder of installed packages (the reader's GGUF file is one of theirs)."""
@@ -501,9 +509,12 @@ def status(
     root: Path | None = None,
 ) -> dict[str, list[str]]:
     """``{name: reasons it is stale}`` (an empty list: up to date with its committed provenance) for ``names``
-    (default every notebook), in dependency order; a notebook after a stale one is stale too.  Besides its inputs,
-    a notebook is stale when an output it wrote is missing or changed, when its provenance is unreadable (one
-    reason, no traceback), and when a run was cut while replacing its folders."""
+    (default every notebook), in dependency order.  Up to date is by content: every input the provenance records
+    equals the current one, whatever commit made it.  Besides its inputs, a notebook is stale when an output it
+    wrote is missing or changed, when a trained model it read is not the one its producer's run recorded
+    (:func:`model_mismatches`), when its provenance is unreadable (one reason, no traceback), and when a run was cut
+    while replacing its folders.  A notebook after a stale one is not stale for that alone: what links them is the
+    models they share, compared by sha256."""
     decls = declarations(None, params_dir, notebooks_dir)
     names = list(decls) if names is None else list(names)
     unknown = [n for n in names if n not in decls]
@@ -524,9 +535,49 @@ def status(
                 f"a run was cut while replacing figures/{n} and results/{n} ({journal.name}; the next "
                 f"scp run {n} finishes it)",
             )
-        reasons += [f"it comes after {a}, which is stale" for a in decls[n].after if out.get(a)]
         out[n] = reasons
+    provs = {}
+    for n in decls:
+        try:
+            provs[n] = read_provenance(n, results_dir)
+        except DataFormatError:
+            provs[n] = None
+    for n, reasons in model_mismatches(provs).items():
+        out[n] += reasons
     return {n: out[n] for n in order(names, depends(decls))}
+
+
+def model_mismatches(provs: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[str]]:
+    """``{name: reasons}`` for every notebook whose run read a trained model (a ``runs/`` or store file) with another
+    sha256 than the run that wrote it recorded (``models_written`` of any notebook's run; for a store entry, any
+    other notebook that read the same key): results that rest on another model than the one their producer's
+    results rest on.  Validity is by content, so this, not the commit a run was made at, links notebooks."""
+    written: dict[str, tuple[str, str]] = {}
+    for n, prov in provs.items():
+        for e in (prov or {}).get("models_written", ()):
+            written[e["path"]] = (n, e["sha256"])
+    read: dict[str, dict[str, str]] = {}
+    for n, prov in provs.items():
+        for e in (prov or {}).get("models", ()):
+            if e["path"].startswith(TRAINED_PREFIXES):
+                read.setdefault(e["path"], {})[n] = e["sha256"]
+    out: dict[str, list[str]] = {}
+    for path, readers in sorted(read.items()):
+        for n, digest in readers.items():
+            producer = written.get(path)
+            if producer is not None and producer[0] != n and producer[1] != digest:
+                out.setdefault(n, []).append(
+                    f"model changed: {path} is not the one {producer[0]}'s run wrote "
+                    f"(sha256 {digest[:12]} read, {producer[1][:12]} written)"
+                )
+            elif producer is None:
+                others = sorted(m for m, d in readers.items() if m != n and d != digest)
+                if others:
+                    out.setdefault(n, []).append(
+                        f"model changed: {path} is not the one {others[0]}'s run read "
+                        f"(sha256 {digest[:12]} against {readers[others[0]][:12]})"
+                    )
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ coverage
@@ -572,4 +623,69 @@ def uncovered_reads(
                 )
         elif not Path(shown).is_absolute() and not shown.startswith("site-packages/"):
             problems.append(f"{decl.name} read {shown} from the checkout, which no declaration provides")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------- landing
+
+
+def _is_ancestor(root: Path, commit: str) -> bool | None:
+    """Whether ``commit`` is an ancestor of HEAD in ``root`` (None when git cannot say: no such object, no git)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=root, capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: True, 1: False}.get(out.returncode)
+
+
+def landing_problems(names: Sequence[str] | None = None, root: Path | None = None) -> list[str]:
+    """What keeps a checkout's committed results from standing (empty when nothing does).  Results are valid by their
+    content, whatever commit made them, so results of different commits stand side by side; what they must be:
+
+    - each notebook has a ``results/NAME/provenance.json``, made from a clean tree at a commit that is an ancestor
+      of HEAD (so the code that made it is in the history, and :func:`status` compares it with today's);
+    - every table JSON in ``results/NAME`` names that same run;
+    - a notebook up to date by its own inputs read the trained models its producers' runs recorded
+      (:func:`model_mismatches`): a mismatch is a failure there, where it would otherwise pass as up to date.
+
+    Staleness by code, parameters or inputs is a status, not a problem: README's suite line names it."""
+    from scp.io import read_json
+
+    root = Path(root or _dirs()[2])
+    names = list(declarations()) if names is None else list(names)
+    problems = []
+    provs: dict[str, Any] = {}
+    for n in names:
+        try:
+            provs[n] = read_provenance(n, root / "results")
+        except DataFormatError as exc:
+            problems.append(f"{n}: {exc}")
+            continue
+        prov = provs[n]
+        if prov is None:
+            problems.append(f"{n}: no results/{n}/provenance.json (run it: scp run {n})")
+            continue
+        git = prov.get("git") or {}
+        commit = git.get("commit")
+        if git.get("dirty") is not False:
+            problems.append(f"{n}: its results were not made from a clean tree (git.dirty is {git.get('dirty')!r})")
+        if not isinstance(commit, str) or not commit:
+            problems.append(f"{n}: its provenance names no commit")
+        elif (ancestor := _is_ancestor(root, commit)) is not True:
+            where = "not in this clone's history" if ancestor is None else "not an ancestor of HEAD"
+            problems.append(f"{n}: its run's commit {commit[:12]} is {where}")
+        for path in sorted((root / "results" / n).glob("*.json")):
+            if path.name in ("records.json", "provenance.json"):
+                continue
+            table = (read_json(path, f"results/{n}/{path.name}").get("provenance") or {}).get("git") or {}
+            if table.get("commit") != commit or table.get("dirty") is not False:
+                problems.append(f"{n}: results/{n}/{path.name} names another run ({table.get('commit')!s:.12})")
+    current = status(names, root / "results", root=root)
+    for n, reasons in model_mismatches(provs).items():
+        if n in current and not [r for r in current[n] if r not in reasons]:
+            problems += [f"{n}: {r}" for r in reasons]
     return problems

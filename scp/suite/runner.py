@@ -17,12 +17,12 @@
   (``runs/.locks/NAME.lock``; a second run of a notebook is refused, one line), finishes a replacement a killed
   run left (:func:`_finish_swap`), refuses any uncommitted change (``git status``: ``*.md``, ``figures/`` and
   ``results/`` included; ``--allow-dirty`` overrides), skips every notebook whose inputs and outputs equal those
-  its ``results/NAME/provenance.json`` records (``--force`` reruns), refuses one that comes after a stale notebook
-  not run with it, runs each notebook into ``runs/scratch/NAME``, checks that it read only what it declares,
-  records the sha256 of every file it wrote in its provenance, and then replaces ``figures/NAME`` and
-  ``results/NAME`` whole, both in one journaled step (:func:`_swap_in`).  ``--check`` (under the same lock) reruns
-  into ``runs/check/NAME`` and compares every table file and record with the committed ones
-  (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side.
+  its ``results/NAME/provenance.json`` records (``--force`` reruns), runs a notebook after one it comes after
+  when that one's landing makes it stale (a trained model it read changed), runs each notebook into
+  ``runs/scratch/NAME``, checks that it read only what it declares, records the sha256 of every file it wrote in
+  its provenance, and then replaces ``figures/NAME`` and ``results/NAME`` whole, both in one journaled step
+  (:func:`_swap_in`).  ``--check`` (under the same lock) reruns into ``runs/check/NAME`` and compares every table
+  file and record with the committed ones (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side.
 - A smoke run (``--smoke``) writes into a temporary folder (removed afterwards unless ``--out`` names one), so it
   never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and ``runs/smoke/NAME.ipynb``
   (``<out>/runs/NAME.ipynb`` when an output folder is given).  Trained runs are shared through
@@ -433,8 +433,9 @@ class Plan:
 
 def plan(names: Sequence[str], force: bool = False) -> Plan:
     """Which of ``names`` a full run executes: the stale ones (:func:`scp.suite.graph.status`), or all with
-    ``force``; refuses (:class:`~scp.errors.InputError`) when a notebook comes after a stale one that is not
-    run too, or when the declared graph has problems (a missing model or data file, a cycle)."""
+    ``force``; refuses (:class:`~scp.errors.InputError`) when the declared graph has problems (a missing model or
+    data file, a cycle).  A notebook after a stale one is not run for that alone: it runs when the other's landing
+    changes a model it read (:func:`_now_stale`)."""
     from scp.suite.graph import check_graph, declarations, depends, status
 
     decls = declarations()
@@ -444,14 +445,18 @@ def plan(names: Sequence[str], force: bool = False) -> Plan:
     todo = order(names, depends(decls))
     states = status(None)
     runs = {n: (states[n] or ["--force"]) for n in todo if force or states[n]}
-    for n in runs:
-        missing = [a for a in decls[n].after if states[a] and a not in runs]
-        if missing:
-            raise InputError(
-                f"{n} reuses what {', '.join(missing)} trained, which is stale ({states[missing[0]][0]}): "
-                f"run them too (scp run {' '.join(missing)} {n})"
-            )
     return Plan(run=runs, skip=[n for n in todo if n not in runs])
+
+
+def _now_stale(finished: str, scheduled: Iterable[str]) -> dict[str, list[str]]:
+    """The notebooks that come after ``finished`` and were not scheduled but are stale now that its results
+    landed because a trained model they read is no longer the one its run wrote: ``{name: reasons}``."""
+    from scp.suite.graph import declarations, status
+
+    decls, seen = declarations(), set(scheduled)
+    after = [n for n, d in decls.items() if finished in d.after and n not in seen]
+    found = status(after) if after else {}
+    return {n: why for n, why in found.items() if any(r.startswith("model changed") for r in why)}
 
 
 def _listed(paths: Sequence[str], limit: int = 10) -> str:
@@ -614,14 +619,16 @@ def _last_wall_times(names: Iterable[str]) -> dict[str, float]:
     return times
 
 
-def _schedule(todo: Sequence[str], jobs: int, work, echo) -> None:
+def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None) -> None:
     """Run ``work(name)`` for ``todo``, up to ``jobs`` at once, each only after the notebooks it comes after
     (among ``todo``) finished, the ready one of longest :func:`critical_paths` (by the committed runs' wall
-    times; ties in ``todo``'s order) first; the first failure stops new starts and is raised once the others end."""
+    times; ties in ``todo``'s order) first; the first failure stops new starts and is raised once the others end.
+    ``more(name)``, called when ``name`` finished, returns notebooks to run as well (appended to ``todo``)."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
     from scp.suite.graph import declarations
 
+    todo = list(todo)
     after = {n: {a for a in declarations([n])[n].after if a in todo} for n in todo}
     rank = critical_paths(todo, after, _last_wall_times(todo) if jobs > 1 else {})
     pending, done, running, failure = list(todo), set(), {}, None
@@ -641,6 +648,12 @@ def _schedule(todo: Sequence[str], jobs: int, work, echo) -> None:
                 try:
                     future.result()
                     done.add(name)
+                    for extra in more(name) if more is not None and failure is None else ():
+                        if extra not in todo:
+                            todo.append(extra)
+                            pending.append(extra)
+                            after[extra] = {a for a in declarations([extra])[extra].after if a in todo}
+                            rank[extra] = 0.0
                 except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others end
                     failure = failure or exc
     if failure is not None:
@@ -718,10 +731,12 @@ def run(
         raise InputError(
             "-p changes what a notebook computes: give --out DIR, so the committed results stay as they are"
         )
+    locked: set[str] = set()
     with ExitStack() as held:
         if committed or check:  # one writer per notebook: a second run of it is refused while this one runs
             for n in todo:
                 held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
+            locked.update(todo)
             for n in todo:
                 if _finish_swap(n):
                     echo(f"[recover] {n}: finished replacing figures/{n} and results/{n} (a run was cut during it)")
@@ -755,11 +770,10 @@ def run(
         reports: dict[str, Any] = {}
         with tmp as target:
             runs_dir = Path(target).resolve() / "runs" if target is not None else RUNS
-            total = len(todo)
 
             def work(name: str) -> None:
-                i = todo.index(name) + 1
-                mine = mine_of[name]
+                i, total = todo.index(name) + 1, len(todo)
+                mine = mine_of.get(name, {})
                 extra = "".join(f" {k}={v!r}" for k, v in mine.items())
                 why = f"; stale: {'; '.join(reasons[name])}" if committed else ""
                 mode = "smoke" if smoke else "check" if check else "full"
@@ -802,8 +816,21 @@ def run(
                     if moved:
                         echo(f"[check] {name}: {moved}", flush=True)
 
+            def more(name: str) -> list[str]:  # committed runs: what became stale when name's results landed
+                found = _now_stale(name, todo) if committed else {}
+                for n in [n for n in found if n not in wanted]:
+                    echo(f"[stale] {n}: now that {name} landed ({found.pop(n)[0]}); scp run {n} reruns it", flush=True)
+                for n, why in found.items():
+                    if n not in locked:
+                        held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
+                        locked.add(n)
+                    reasons[n] = why
+                    todo.append(n)
+                    echo(f"[stale] {n}: now that {name} landed ({why[0]}); it runs too", flush=True)
+                return list(found)
+
             with _environment(**env):
-                _schedule(todo, jobs, work, echo)
+                _schedule(todo, jobs, work, echo, more)
         if committed:
             record = _record_suite_run(started_at, time.perf_counter() - started, jobs, list(executed), skipped)
             echo(f"[suite] {len(executed)} run, {len(skipped)} up to date, in {record['wall_s']:.1f} s", flush=True)
