@@ -323,6 +323,7 @@ ORCHESTRATION = frozenset(
         "scp.suite.check",
         "scp.suite.quoted",
         "scp.suite.gallery",
+        "scp.suite.model_store",
     }
 )
 """Modules that run, order, check and describe notebooks but compute nothing a notebook's tables or figures hold:
@@ -383,6 +384,11 @@ def _provenance_problem(prov: dict[str, Any]) -> str | None:
         "data_files": files("data_files"),
         "models": files("models"),
         "models_written": files("models_written"),
+        "store": isinstance(prov.get("store", {}), dict)
+        and all(
+            isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("key"), str)
+            for k, v in prov.get("store", {}).items()
+        ),
         "outputs": isinstance(prov.get("outputs", {}), dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in prov.get("outputs", {}).items()),
     }
@@ -603,7 +609,7 @@ def uncovered_reads(
     """
     from scp.data.datasets import DATA_DIR_ENV
 
-    written = {e["path"] for e in prov.get("models_written", ())}
+    written = {e["path"] for e in prov.get("models_written", ())} | set(prov.get("store") or {})
     for other in (others or {}).values():
         written |= {e["path"] for e in (other or {}).get("models_written", ())}
     problems = []

@@ -48,7 +48,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -539,8 +539,15 @@ def orphan_runs(root: Path = ROOT, rerun: Iterable[str] = ()) -> list[str]:
         except DataFormatError:
             continue  # an unreadable record covers nothing; the run that reads through it says why
         written |= {e["path"] for e in prov.get("models_written", ())}
+    from scp.suite.model_store import LINEAGE_FILE
+
     return sorted(
-        d.name for d in folder.iterdir() if d.is_dir() and f"runs/models/{d.name}/best.safetensors" not in written
+        d.name
+        for d in folder.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and not (d / LINEAGE_FILE).is_file()  # from the model store: its key is its lineage
+        and f"runs/models/{d.name}/best.safetensors" not in written
     )
 
 
@@ -557,6 +564,71 @@ def set_aside(root: Path, runs: Sequence[str]) -> Path:
     for name in runs:
         os.replace(root / "runs" / "models" / name, target / name)
     return target
+
+
+def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, echo) -> dict[str, Any]:
+    """Train every model the notebooks ``todo`` plan that the model store lacks, then put each into
+    ``runs_dir/models`` (:mod:`scp.suite.model_store`); returns the stage's record (counts and seconds)."""
+    from scp.suite import model_store
+
+    t0 = time.perf_counter()
+    configs = {n: list(planner(n, resolve_params(n, False, params_of.get(n, {})))) for n in todo}
+    planned = model_store.entries([c for cs in configs.values() for c in cs], store)
+    keyed = time.perf_counter() - t0
+    echo(
+        f"[train] {sum(map(len, configs.values()))} models planned by {sum(1 for c in configs.values() if c)} "
+        f"notebooks, {len(planned)} distinct; keyed in {keyed:.1f} s (store: {_show(model_store.store_dir(store))})",
+        flush=True,
+    )
+    report = model_store.train_missing(planned, jobs, echo=echo)
+    for entry in planned:
+        model_store.materialize(entry, runs_dir)
+    echo(f"[train] {report.summary()}", flush=True)
+    return {
+        "planned": {n: len(c) for n, c in configs.items() if c},
+        "distinct": len(planned),
+        "hits": report.hits,
+        "trained": report.trained,
+        "keyed_s": round(keyed, 3),
+        "train_s": round(report.seconds, 3),
+        "jobs": jobs,
+    }
+
+
+STAGE_RUN = "stages.json"
+"""The file under ``runs/`` where a run into the checkout records its stages (:func:`_record_stage`)."""
+
+
+def _record_stage(stage: Mapping[str, Any]) -> None:
+    from scp.io import write_json
+
+    RUNS.mkdir(parents=True, exist_ok=True)
+    write_json({"training": dict(stage), "at": _now()}, RUNS / STAGE_RUN)
+
+
+def _record_store_reads(name: str, results: Path, runs_dir: Path) -> None:
+    """Add ``store`` to ``results/NAME/provenance.json``: for every trained run it read that came from the model
+    store, ``{path: {"key", "sha256"}}`` (the key is the model's lineage; :func:`scp.suite.graph.uncovered_reads`
+    accepts such a read without a producer)."""
+    from scp.io import read_json, write_json
+    from scp.suite.model_store import read_lineage
+
+    path = results / name / "provenance.json"
+    if not path.is_file():
+        return
+    prov = read_json(path, f"results/{name}/provenance.json")
+    found = {}
+    for entry in prov.get("models", []):
+        shown = entry.get("path", "")
+        if not shown.startswith("runs/models/"):
+            continue
+        folder = runs_dir / Path(shown).relative_to("runs").parent
+        record = read_lineage(folder)
+        if record is not None and record["best_sha256"] == entry.get("sha256"):
+            found[shown] = {"key": record["key"], "sha256": record["best_sha256"]}
+    if found:
+        prov["store"] = found
+        write_json(prov, path)
 
 
 SUITE_RUN = "suite_run.json"
@@ -670,6 +742,8 @@ def run(
     check: bool = False,
     jobs: int = 1,
     allow_dirty: bool = False,
+    planner: Callable[[str, Mapping[str, Any]], Sequence[Any]] | None = None,
+    store: str | Path | None = None,
 ) -> dict[str, Path]:
     """Run notebooks in dependency order, printing each one's name and time; stop at the first failure.
 
@@ -696,6 +770,12 @@ def run(
         jobs: notebooks run side by side when none comes after another (each kernel then gets
             ``OMP_NUM_THREADS = cores // jobs`` unless that is set).
         allow_dirty: write committed results from a tree with uncommitted changes (recorded as ``dirty: true``).
+        planner: ``planner(name, parameters)`` lists the :class:`~scp.models.config.TrainConfig` of every model
+            the notebook trains (``scp run`` passes :func:`scp.experiments.plan.trained_configs`); with one, a run
+            that is not a smoke run first trains what the model store lacks (:mod:`scp.suite.model_store`, ``jobs``
+            single-thread workers, longest first) and puts every planned model into the run's ``runs/models``, so
+            the notebooks only load.
+        store: the model store's folder (default :func:`scp.suite.model_store.store_dir`).
 
     Returns:
         ``{name: executed copy}`` of the notebooks that ran, in the order they were started.
@@ -770,6 +850,10 @@ def run(
         reports: dict[str, Any] = {}
         with tmp as target:
             runs_dir = Path(target).resolve() / "runs" if target is not None else RUNS
+            if planner is not None and not smoke and todo:
+                stage = _training_stage(todo, mine_of, planner, jobs, runs_dir, store, echo)
+                if committed:
+                    _record_stage(stage)
 
             def work(name: str) -> None:
                 i, total = todo.index(name) + 1, len(todo)
@@ -790,6 +874,7 @@ def run(
                     executed[name] = run_notebook(
                         name, smoke=smoke, out_dir=dest, params=mine, executed=copy, runs_dir=runs_dir
                     )
+                    _record_store_reads(name, Path(dest) / "results", runs_dir)
                     undeclared = _finished(
                         name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check
                     )
@@ -902,6 +987,7 @@ def _cli(args: argparse.Namespace) -> int:
             check=args.check,
             jobs=args.jobs,
             allow_dirty=args.allow_dirty,
+            planner=getattr(args, "planner", None),
         )
     except SCPError:
         raise

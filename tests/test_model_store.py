@@ -1,0 +1,122 @@
+"""The model store (scp.suite.model_store): trained runs kept by their lineage outside the work tree, trained once
+by single-thread workers, materialized into runs/models where train_or_load only loads them; and the runner's
+training stage that fills it before any notebook starts."""
+
+import json
+
+import pytest
+import torch
+
+from scp.lineage import sha256
+from scp.models.config import config_from_preset
+from scp.models.factory import read_checkpoint
+from scp.suite import model_store, runner
+from scp.training.runs import run, run_name, train_or_load
+from tests.test_incremental import checkout, commit, git  # noqa: F401 - the fixture and its helpers
+from tests.test_runner import write_notebook
+
+TINY = dict(epochs=1, max_train_examples=12, max_val_examples=4, hidden=16, latent=8)
+
+
+def tiny(preset="best", **extra):
+    return config_from_preset(preset, datasets=("hotpotqa",), val_dataset="hotpotqa", **{**TINY, **extra})
+
+
+def weights(path):
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def test_a_model_is_trained_once_by_its_lineage_and_then_only_loaded(data_dir, tmp_path):
+    store = tmp_path / "store"
+    configs = [tiny(), tiny("pointwise"), tiny()]  # the same training under two names is one entry
+    planned = model_store.entries(configs, store)
+    assert len(planned) == 2 and len({e.key for e in planned}) == 2
+    first = model_store.train_missing(planned, jobs=2)
+    assert (first.planned, first.hits, first.trained) == (2, 0, 2)
+    again = model_store.train_missing(model_store.entries(configs, store), jobs=2)
+    assert (again.hits, again.trained) == (2, 0)  # a hit needs no provenance: the key is the lineage
+    for entry in planned:
+        record = json.loads((entry.path / model_store.LINEAGE_FILE).read_text())
+        assert record["key"] == entry.key == model_store.key_of(record["lineage"])
+        assert record["lineage"]["threads"] == 1 and record["lineage"]["torch"] == torch.__version__
+        (shown,) = record["lineage"]["data_files"]
+        assert shown.startswith("$SCP_DATA_DIR/hotpotqa/") and len(record["lineage"]["data_files"][shown]) == 64
+        assert record["best_sha256"] == sha256(entry.path / "best.safetensors")
+    # materialized into a checkout's runs/models: train_or_load finds it finished and loads it, training nothing
+    runs_dir = tmp_path / "runs"
+    folder = model_store.materialize(planned[0], runs_dir)
+    assert folder.name == run_name(planned[0].config)
+    mtime = (folder / "best.safetensors").stat().st_mtime_ns
+    assert train_or_load(planned[0].config, runs_dir / "models") == folder / "best.safetensors"
+    assert (folder / "best.safetensors").stat().st_mtime_ns == mtime
+    assert model_store.materialize(planned[0], runs_dir) == folder  # already there: kept
+    # the stage's single-thread training gives the weights a one-thread in-process training gives
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        own = run(planned[0].config, tmp_path / "own", progress=False).best_path
+    finally:
+        torch.set_num_threads(threads)
+    mine, stored = weights(own), weights(planned[0].path / "best.safetensors")
+    assert mine.keys() == stored.keys() and all(torch.equal(mine[k], stored[k]) for k in mine)
+    assert read_checkpoint(own, ("epoch",))["epoch"] == 1
+
+
+def test_the_key_follows_every_part_of_the_lineage(data_dir, tmp_path, monkeypatch):
+    base = model_store.entries([tiny()], tmp_path)[0]
+    assert model_store.entries([tiny(seed=1)], tmp_path)[0].key != base.key
+    assert (
+        model_store.entries([tiny(max_train_examples=10)], tmp_path)[0].lineage["train_ids"]
+        != base.lineage["train_ids"]
+    )
+    record = dict(base.lineage, embeddings={**base.lineage["embeddings"], "sha256": "0" * 64})
+    assert model_store.key_of(record) != base.key  # other vectors for the same texts: another model
+    monkeypatch.setattr(model_store, "training_code", lambda: "1" * 64)
+    assert model_store.entries([tiny()], tmp_path)[0].key != base.key  # a change to the training code path
+    with pytest.raises(Exception, match="at least one worker"):
+        model_store.train_missing([], jobs=0)
+
+
+def test_the_training_code_path_is_what_training_imports_not_the_whole_package():
+    from scp.suite.graph import SCP_SOURCE, _closure
+
+    modules = _closure(model_store.TRAINING_ROOTS, SCP_SOURCE)
+    assert {"scp.training.loop", "scp.training.runs", "scp.data.features", "scp.models.value_net"} <= modules
+    assert not modules & {"scp.suite.model_store", "scp.suite.runner", "scp.llm.readers", "scp.experiments.niah"}
+
+
+PLANNED_NOTEBOOK = (
+    "from scp.suite import record, start\nfrom scp.models.config import config_from_preset\n"
+    "from scp.training.runs import train_or_load\nfrom scp.lineage import sha256\nrun = start('01_a', globals())",
+    "config = config_from_preset('best', datasets=('hotpotqa',), val_dataset='hotpotqa', epochs=1,"
+    " max_train_examples=12, max_val_examples=4, hidden=16, latent=8)\n"
+    "path = train_or_load(config, run.models_dir)\nfrom scp.models.factory import load_checkpoint\n"
+    "load_checkpoint(path)\nrecord('sha', sha256(path))\nrun.finish()",
+)
+
+
+def test_scp_run_trains_the_planned_models_first_and_the_notebook_only_loads(checkout, data_dir, tmp_path):  # noqa: F811
+    write_notebook(checkout / "notebooks" / "01_a.ipynb", "n = 2  # size\nout_dir = None", *PLANNED_NOTEBOOK)
+    (checkout / "params" / "01_a.yaml").write_text("n: 2\nsmoke:\n  n: 1\nsuite:\n  data: [hotpotqa]\n")
+    commit(checkout, "01_a trains one model")
+    store = tmp_path / "store"
+    lines = []
+    runner.run("01_a", echo=lambda *a, **k: lines.append(" ".join(map(str, a))), store=store, planner=_plan)
+    assert any("1 models planned, 0 found in the store, 1 trained" in line for line in lines), lines
+    prov = json.loads((checkout / "results" / "01_a" / "provenance.json").read_text())
+    assert prov["models_written"] == []  # the notebook loaded what the stage trained
+    (read,) = [e for e in prov["models"] if e["path"].startswith("runs/models/")]
+    entry = prov["store"][read["path"]]
+    recorded = json.loads((checkout / "results" / "01_a" / "records.json").read_text())["sha"]
+    assert entry["sha256"] == read["sha256"] == recorded
+    assert (store / entry["key"] / "best.safetensors").is_file()
+    commit(checkout, "results")
+    lines.clear()
+    runner.run("01_a", echo=lambda *a, **k: lines.append(" ".join(map(str, a))), store=store, planner=_plan, force=True)
+    assert any("1 models planned, 1 found in the store, 0 trained" in line for line in lines), lines
+
+
+def _plan(name, params):
+    return [tiny()] if name == "01_a" else []
