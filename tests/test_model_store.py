@@ -120,3 +120,54 @@ def test_scp_run_trains_the_planned_models_first_and_the_notebook_only_loads(che
 
 def _plan(name, params):
     return [tiny()] if name == "01_a" else []
+
+
+def test_a_run_records_seconds_per_phase_summing_to_its_wall_time(checkout, data_dir, tmp_path):  # noqa: F811
+    """The kernel times embedding and training (scp.suite.phases) without a name in the notebook's namespace."""
+    write_notebook(
+        checkout / "notebooks" / "01_a.ipynb",
+        "n = 2  # size\nout_dir = None",
+        *PLANNED_NOTEBOOK[:1],
+        "record('names', sorted(k for k in globals() if not k.startswith('_') and 'phase' in k))",
+        PLANNED_NOTEBOOK[1],
+    )
+    (checkout / "params" / "01_a.yaml").write_text("n: 2\nsmoke:\n  n: 1\nsuite:\n  data: [hotpotqa]\n")
+    commit(checkout, "01_a trains one model itself")
+    runner.run("01_a", echo=None)
+    prov = json.loads((checkout / "results" / "01_a" / "provenance.json").read_text())
+    phases = prov["phases"]
+    assert set(phases) == {"embedding", "training", "scoring", "reader", "other"}
+    assert abs(sum(phases.values()) - prov["wall_time_s"]) < 0.01 and phases["training"] > 0
+    assert (
+        phases["reader"] == 0
+        and json.loads((checkout / "results" / "01_a" / "records.json").read_text())["names"] == []
+    )
+
+
+def test_phases_are_exclusive_and_sum_to_the_wall_time(tmp_path):
+    from scp.suite import phases
+
+    assert phases.phases({"embedding": 2.0, "training": 5.0}, 10.0) == {
+        "embedding": 2.0,
+        "training": 5.0,
+        "scoring": 0.0,
+        "reader": 0.0,
+        "other": 3.0,
+    }
+    over = phases.phases({"training": 12.0, "embedding": 4.0}, 8.0)  # a clock stopped before the last call
+    assert over["training"] == 6.0 and over["embedding"] == 2.0 and over["other"] == 0.0
+    assert phases.read_totals(tmp_path / "none.json") == {}
+
+
+def test_an_inner_phase_pauses_the_outer_one(tmp_path, monkeypatch):
+    import time
+
+    from scp.suite import phases
+
+    monkeypatch.setattr(phases, "_file", tmp_path / "t.json")
+    monkeypatch.setattr(phases, "_totals", {})
+    embed = phases._wrap("embedding", lambda: time.sleep(0.2))
+    train = phases._wrap("training", lambda: (time.sleep(0.1), embed(), time.sleep(0.1)))
+    train()
+    totals = phases.read_totals(tmp_path / "t.json")
+    assert 0.19 < totals["embedding"] < 0.3 and 0.19 < totals["training"] < 0.3

@@ -324,6 +324,7 @@ ORCHESTRATION = frozenset(
         "scp.suite.quoted",
         "scp.suite.gallery",
         "scp.suite.model_store",
+        "scp.suite.phases",
     }
 )
 """Modules that run, order, check and describe notebooks but compute nothing a notebook's tables or figures hold:

@@ -61,6 +61,7 @@ from scp.paths import PARAMS as PARAMS
 from scp.paths import ROOT, RUNS
 from scp.suite import cli_args, sources
 from scp.suite.cli_args import DESCRIPTION, configure
+from scp.suite.phases import PHASES_ENV
 from scp.suite.sources import NULL_DEFAULT_TYPES as NULL_DEFAULT_TYPES  # re-exported: documented here
 from scp.suite.sources import RUNNER_KEYS as RUNNER_KEYS
 from scp.suite.sources import (
@@ -176,6 +177,9 @@ def _kernel_manager_class(cwd: Path, env: Mapping[str, str]):
         async def _async_pre_start_kernel(self, **kw):
             kw["cwd"] = str(cwd)
             kw["env"] = {**(kw.get("env") or os.environ), **env}
+            if env.get(PHASES_ENV):  # time the phases (scp.suite.phases), binding no name in the notebook
+                start = "--IPKernelApp.exec_lines=__import__('scp.suite.phases').suite.phases.install()"
+                kw["extra_arguments"] = [*(kw.get("extra_arguments") or []), start]
             return await super()._async_pre_start_kernel(**kw)
 
     return IPCKernelManager
@@ -208,6 +212,7 @@ def run_notebook(
     executed: str | Path | None = None,
     log_output: bool = False,
     runs_dir: str | Path | None = None,
+    phases_file: str | Path | None = None,
     **overrides,
 ) -> Path:
     """Execute ``notebooks/NAME.ipynb`` with papermill and return the executed copy's path.
@@ -223,6 +228,7 @@ def run_notebook(
         log_output: stream the notebook's output to the terminal.
         runs_dir: the folder whose ``models/`` holds trained runs shared between notebooks (``$SCP_RUNS_DIR`` in
             the kernel); default ``<out_dir>/runs``, or the checkout's ``runs/`` for a full run into it.
+        phases_file: where the kernel writes its seconds per phase (:mod:`scp.suite.phases`); none by default.
 
     Raises:
         ParameterError: unknown parameter names.
@@ -249,6 +255,7 @@ def run_notebook(
     from scp.suite.notebook import RUNS_DIR_ENV
 
     runs_dir = Path(runs_dir).resolve() if runs_dir is not None else RUNS if out == ROOT else out / "runs"
+    env = {RUNS_DIR_ENV: str(runs_dir), **({PHASES_ENV: str(Path(phases_file).resolve())} if phases_file else {})}
     try:
         papermill.execute_notebook(
             str(source.resolve()),
@@ -258,7 +265,7 @@ def run_notebook(
             language=_plain_translator(),
             progress_bar=False,
             log_output=log_output,
-            kernel_manager_class=_kernel_manager_class(source.parent.resolve(), {RUNS_DIR_ENV: str(runs_dir)}),
+            kernel_manager_class=_kernel_manager_class(source.parent.resolve(), env),
         )
     except PapermillExecutionError as exc:
         raise NotebookFailed(
@@ -631,6 +638,21 @@ def _record_store_reads(name: str, results: Path, runs_dir: Path) -> None:
         write_json(prov, path)
 
 
+def _record_phases(name: str, results: Path, timing: Path) -> None:
+    """Add ``phases`` to ``results/NAME/provenance.json``: the seconds per phase its kernel measured
+    (:mod:`scp.suite.phases`), ``other`` the rest of its wall time."""
+    from scp.io import read_json, write_json
+    from scp.suite.phases import phases, read_totals
+
+    path = results / name / "provenance.json"
+    if not path.is_file():
+        return
+    prov = read_json(path, f"results/{name}/provenance.json")
+    prov["phases"] = phases(read_totals(timing), float(prov.get("wall_time_s") or 0.0))
+    write_json(prov, path)
+    timing.unlink(missing_ok=True)
+
+
 SUITE_RUN = "suite_run.json"
 """The file under ``runs/`` where a run into the checkout records itself (:func:`_record_suite_run`)."""
 
@@ -870,11 +892,22 @@ def run(
                 copy = RUNS / "smoke" / f"{name}.ipynb" if smoke and out_dir is None else None
                 if committed:
                     copy = RUNS / f"{name}.ipynb"
+                timing = RUNS / ".phases" / f"{name}.json" if (committed or check) else None
+                if timing is not None:
+                    timing.parent.mkdir(parents=True, exist_ok=True)
                 try:
                     executed[name] = run_notebook(
-                        name, smoke=smoke, out_dir=dest, params=mine, executed=copy, runs_dir=runs_dir
+                        name,
+                        smoke=smoke,
+                        out_dir=dest,
+                        params=mine,
+                        executed=copy,
+                        runs_dir=runs_dir,
+                        phases_file=timing,
                     )
                     _record_store_reads(name, Path(dest) / "results", runs_dir)
+                    if timing is not None:
+                        _record_phases(name, Path(dest) / "results", timing)
                     undeclared = _finished(
                         name, Path(dest) / "results", Path(target or ROOT) / "results", committed or check
                     )
