@@ -2,6 +2,7 @@
 contexts, 8 validation and 10 test contexts)."""
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -35,3 +36,4 @@ def test_01_train_value_network(smoke_run):
     assert figures == {"learning_curves", "paper_vs_best"}
     tables = {p.name for p in (out / "results" / NAME).iterdir()}
     assert {"learning_curve.csv", "learning_curve.json", "paper_vs_best.csv", "paper_vs_best.json"} <= tables
+    assert smoke_plan_problems("01_train_value_network", executed, out) == []  # the models the plan says

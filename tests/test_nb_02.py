@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -67,3 +68,4 @@ def test_02_reranking_auc(smoke_run):
     # the claim column holds the paper's own words; our two readings of them are a separate column
     assert {c["paper_claim"] for c in claims} == {'"highest AUC on MuSiQue, 2WikiMH and FEVER" (Table 3)'}
     assert {c["reading"] for c in claims} == {"SCP above BM25", "SCP above MiniLM cosine"}
+    assert smoke_plan_problems("02_reranking_auc", executed, out) == []  # the models the plan says

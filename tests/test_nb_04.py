@@ -1,6 +1,7 @@
 """Notebook 04_mc_budget_and_bounds (Table 20, Fig. 4b, Fig. 6), run with its smoke parameters."""
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -53,3 +54,4 @@ def test_04_mc_budget_and_bounds(smoke_run):
         for t in ("auc_and_time_vs_permutations", "error_vs_bound", "topk_stability")
         for ext in ("csv", "json")
     } <= tables
+    assert smoke_plan_problems("04_mc_budget_and_bounds", executed, out) == []  # the models the plan says

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.data.embedders import hub_reachable
 from scp.suite.notebook import read_records
@@ -52,3 +53,4 @@ def test_06_embedder_ablation(smoke_run):
         f"cosine, random vectors seed {k}" for k in (1, 2, 3)
     ]
     assert all(abs(a - 0.5) < 0.15 for a in r["random_cosine_auc_other_draws"])
+    assert smoke_plan_problems("06_embedder_ablation", executed, out) == []  # the models the plan says

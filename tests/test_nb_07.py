@@ -4,6 +4,7 @@ on 24 contexts with each of two seeds; 6 test contexts per dataset, 200 triples 
 import json
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -46,3 +47,4 @@ def test_07_convex_deepsets(smoke_run):
         (d, k, g) for d in ("hotpotqa", "fever") for k in ("DeepSets", "ConvexDeepSets") for g in ("logit", "bounded")
     }
     assert all(0 <= row["rate"] <= 1 for row in table["rows"])
+    assert smoke_plan_problems("07_convex_deepsets", executed, out) == []  # the models the plan says

@@ -1,6 +1,7 @@
 """Notebook 09 (compression and transfer), run with its smoke parameters: what it recorded and saved."""
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -64,3 +65,4 @@ def test_09_compression_and_transfer(smoke_run):
         "per_query_keep.csv",
         "game_shape.csv",
     } <= tables
+    assert smoke_plan_problems("09_compression_and_transfer", executed, out) == []  # the models the plan says

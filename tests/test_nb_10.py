@@ -3,6 +3,7 @@
 import csv
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -52,3 +53,4 @@ def test_10_downstream_qa(smoke_run):
         "paired.csv",
         "paired.json",
     }
+    assert smoke_plan_problems("10_downstream_qa", executed, out) == []  # the models the plan says

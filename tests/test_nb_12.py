@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.llm.readers import PROMPT
 from scp.suite.notebook import read_records
@@ -62,3 +63,4 @@ def test_12_entropic_context_shaping(smoke_run):
     assert (paper["ecs_f1"], paper["tfidf_f1"]) == (0.265, 0.154)
     assert {row["source"] for row in headline["rows"][1:]} == {"ours"}
     assert "SmolLM2" in headline["provenance"]["reader"] and headline["provenance"]["prompt"] == PROMPT
+    assert smoke_plan_problems("12_entropic_context_shaping", executed, out) == []  # the models the plan says

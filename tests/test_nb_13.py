@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from test_plan import smoke_plan_problems
 
 from scp.suite.notebook import read_records
 
@@ -35,3 +36,4 @@ def test_13_interaction_aware(smoke_run):
     assert {(row["variant"], row["model"]) for row in table["rows"]} == {
         (v, k) for v in r["variants"] for k in ("set", "control")
     }
+    assert smoke_plan_problems("13_interaction_aware", executed, out) == []  # the models the plan says
