@@ -104,7 +104,7 @@ def test_scp_run_trains_the_planned_models_first_and_the_notebook_only_loads(che
     store = tmp_path / "store"
     lines = []
     runner.run("01_a", echo=lambda *a, **k: lines.append(" ".join(map(str, a))), store=store, planner=_plan)
-    assert any("1 models planned, 0 found in the store, 1 trained" in line for line in lines), lines
+    assert any("1 models planned, 0 found in the store, 1 trained;" in line for line in lines), lines
     prov = json.loads((checkout / "results" / "01_a" / "provenance.json").read_text())
     assert prov["models_written"] == []  # the notebook loaded what the stage trained
     (read,) = [e for e in prov["models"] if e["path"].startswith("runs/models/")]
@@ -115,10 +115,10 @@ def test_scp_run_trains_the_planned_models_first_and_the_notebook_only_loads(che
     commit(checkout, "results")
     lines.clear()
     runner.run("01_a", echo=lambda *a, **k: lines.append(" ".join(map(str, a))), store=store, planner=_plan, force=True)
-    assert any("1 models planned, 1 found in the store, 0 trained" in line for line in lines), lines
+    assert any("1 models planned, 1 found in the store, 0 trained;" in line for line in lines), lines
 
 
-def _plan(name, params):
+def _plan(name, params, models_root):
     return [tiny()] if name == "01_a" else []
 
 

@@ -44,6 +44,7 @@ from scp.models.config import TrainConfig, config_from_preset
 from scp.training.runs import run_name
 
 __all__ = [
+    "staged_configs",
     "HUB_EMBEDDERS",
     "NO_TRAINING",
     "PLANS",
@@ -282,3 +283,13 @@ def chosen_variant(params: Mapping[str, Any], root: str | Path) -> str | None:
             return None
         val[v] = [read_checkpoint(p, ("val_metrics",))["val_metrics"]["auc"] for p in paths]
     return max(variants, key=lambda v: np.mean(val[v]))
+
+
+def staged_configs(name: str, params: Mapping[str, Any], models_root: str | Path) -> list[TrainConfig]:
+    """What the runner's training stage trains for ``name`` now, given the runs under ``models_root``: everything
+    :func:`trained_configs` plans, and for notebook 13 the learning curve of the variant :func:`chosen_variant`
+    picks once its variant models are there (none before: the stage plans again after each pass)."""
+    if name != "13_interaction_aware":
+        return trained_configs(name, params)
+    chosen = chosen_variant(params, models_root)
+    return trained_configs(name, params, chosen=() if chosen is None else chosen)

@@ -575,29 +575,43 @@ def set_aside(root: Path, runs: Sequence[str]) -> Path:
 
 def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, echo) -> dict[str, Any]:
     """Train every model the notebooks ``todo`` plan that the model store lacks, then put each into
-    ``runs_dir/models`` (:mod:`scp.suite.model_store`); returns the stage's record (counts and seconds)."""
+    ``runs_dir/models`` (:mod:`scp.suite.model_store`); plans again after each pass, since a plan may depend on
+    models trained in the pass before (notebook 13's learning curve follows the variant validation chooses), until
+    nothing new is planned.  Returns the stage's record (counts and seconds)."""
     from scp.suite import model_store
 
-    t0 = time.perf_counter()
-    configs = {n: list(planner(n, resolve_params(n, False, params_of.get(n, {})))) for n in todo}
-    planned = model_store.entries([c for cs in configs.values() for c in cs], store)
-    keyed = time.perf_counter() - t0
+    t0, keyed, done, planned_by, hits, trained = time.perf_counter(), 0.0, {}, {}, 0, 0
+    params = {n: resolve_params(n, False, params_of.get(n, {})) for n in todo}
+    for _ in range(4):
+        k0 = time.perf_counter()
+        configs = {n: list(planner(n, params[n], runs_dir / "models")) for n in todo}
+        fresh = [e for e in model_store.entries([c for cs in configs.values() for c in cs], store) if e.key not in done]
+        keyed += time.perf_counter() - k0
+        planned_by = {n: len(c) for n, c in configs.items() if c}
+        if not fresh:
+            break
+        echo(
+            f"[train] {sum(planned_by.values())} models planned by {len(planned_by)} notebooks, {len(fresh)} new "
+            f"distinct ones (store: {_show(model_store.store_dir(store))})",
+            flush=True,
+        )
+        report = model_store.train_missing(fresh, jobs, echo=echo)
+        hits, trained = hits + report.hits, trained + report.trained
+        for entry in fresh:
+            model_store.materialize(entry, runs_dir)
+            done[entry.key] = entry
     echo(
-        f"[train] {sum(map(len, configs.values()))} models planned by {sum(1 for c in configs.values() if c)} "
-        f"notebooks, {len(planned)} distinct; keyed in {keyed:.1f} s (store: {_show(model_store.store_dir(store))})",
+        f"[train] {len(done)} models planned, {hits} found in the store, {trained} trained; stage "
+        f"{time.perf_counter() - t0:.1f} s ({jobs} single-thread workers)",
         flush=True,
     )
-    report = model_store.train_missing(planned, jobs, echo=echo)
-    for entry in planned:
-        model_store.materialize(entry, runs_dir)
-    echo(f"[train] {report.summary()}", flush=True)
     return {
-        "planned": {n: len(c) for n, c in configs.items() if c},
-        "distinct": len(planned),
-        "hits": report.hits,
-        "trained": report.trained,
+        "planned": planned_by,
+        "distinct": len(done),
+        "hits": hits,
+        "trained": trained,
         "keyed_s": round(keyed, 3),
-        "train_s": round(report.seconds, 3),
+        "stage_s": round(time.perf_counter() - t0, 3),
         "jobs": jobs,
     }
 
@@ -764,7 +778,7 @@ def run(
     check: bool = False,
     jobs: int = 1,
     allow_dirty: bool = False,
-    planner: Callable[[str, Mapping[str, Any]], Sequence[Any]] | None = None,
+    planner: Callable[[str, Mapping[str, Any], Path], Sequence[Any]] | None = None,
     store: str | Path | None = None,
 ) -> dict[str, Path]:
     """Run notebooks in dependency order, printing each one's name and time; stop at the first failure.
@@ -792,8 +806,8 @@ def run(
         jobs: notebooks run side by side when none comes after another (each kernel then gets
             ``OMP_NUM_THREADS = cores // jobs`` unless that is set).
         allow_dirty: write committed results from a tree with uncommitted changes (recorded as ``dirty: true``).
-        planner: ``planner(name, parameters)`` lists the :class:`~scp.models.config.TrainConfig` of every model
-            the notebook trains (``scp run`` passes :func:`scp.experiments.plan.trained_configs`); with one, a run
+        planner: ``planner(name, parameters, models_root)`` lists the :class:`~scp.models.config.TrainConfig` of
+            the models the notebook trains (``scp run`` passes :func:`scp.experiments.plan.staged_configs`); a run
             that is not a smoke run first trains what the model store lacks (:mod:`scp.suite.model_store`, ``jobs``
             single-thread workers, longest first) and puts every planned model into the run's ``runs/models``, so
             the notebooks only load.
