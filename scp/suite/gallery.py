@@ -219,6 +219,16 @@ def figures_of(name: str, root: Path = ROOT) -> list[Path]:
     return sorted((root / "figures" / name).glob("*.png"))
 
 
+def phase_text(name: str, root: Path = ROOT) -> str:
+    """A notebook's seconds per phase (its provenance's ``phases``, :mod:`scp.suite.phases`) as
+    ``embed · train · score · reader · other``, or why there are none."""
+    path = root / "results" / name / "provenance.json"
+    phases = read_json(path, f"results/{name}/provenance.json").get("phases") if path.is_file() else None
+    if not isinstance(phases, dict):
+        return "not recorded (run before phases were)" if path.is_file() else "not run yet"
+    return " · ".join(_minutes(phases.get(k), "?") for k in ("embedding", "training", "scoring", "reader", "other"))
+
+
 def wall_time(name: str, root: Path = ROOT) -> float | None:
     """Seconds of the notebook's last full run: the ``wall_time_s`` of its ``results/NAME/provenance.json``
     (written by ``run.finish()`` at the end of the run), else the largest ``wall_time_s`` among its result tables."""
@@ -382,14 +392,16 @@ def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = 
     :func:`staleness_line` of ``stale`` (default: the checkout's ``scp run all --status`` when ``root`` is the
     checkout; no such line for another tree unless ``stale`` is given)."""
     lines = [
-        "| notebook | what it shows | paper | committed run on 2 CPU cores |",
-        "|---|---|---|---|",
+        "| notebook | what it shows | paper | committed run on 2 CPU cores | embed · train · score · reader · other |",
+        "|---|---|---|---|---|",
     ]
     for name, (what, paper) in NOTEBOOKS.items():
         if not (root / "notebooks" / f"{name}.ipynb").is_file():
             continue
         seconds = _minutes(wall_time(name, root), "not run yet")
-        lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {seconds} |")
+        lines.append(
+            f"| [`{name}`](notebooks/{name}.ipynb) | {what} | {paper} | {seconds} | {phase_text(name, root)} |"
+        )
     cold = cold_run(root)
     if cold is not None:
         commits = ", ".join(f"`{c[:7]}`{c[40:]}" for c in cold.get("results_commits") or []) or "unknown"
