@@ -210,6 +210,10 @@ def _worker_init(embedder_name: str, batch_size: int) -> None:
     _WORKER["batch_size"] = batch_size
 
 
+def _ready() -> None:
+    """A no-op task: submitting one per worker starts them (and loads their model) early."""
+
+
 def _worker_encode(texts: list[str], lengths: list[int]) -> tuple[str, np.ndarray]:
     embedder = _WORKER["embedder"]
     return embedder.cache_id, encode_by_length(embedder, texts, _WORKER["batch_size"], lengths=lengths)
@@ -248,6 +252,9 @@ def fill_cache(
     file), so an interrupted fill keeps what was done, and other processes reading or writing the same cache at the
     same time are safe as the cache itself allows (each shard is written whole and renamed into place).  The vectors
     stored equal bit for bit those a one-thread ``CachedEmbedder(get_embedder(embedder_name)).encode(texts)`` stores.
+    Workers are spawned, so they import the main module: a script calling this needs the usual
+    ``if __name__ == "__main__":`` guard (notebooks and ``python -m scp.data.embed_stage`` need nothing).  Each worker
+    start costs some seconds (imports and model load, overlapped with this process counting tokens).
 
     Returns ``{"embedder", "cache_id", "texts", "distinct", "cached", "encoded", "seconds", "jobs", "workers"}``:
     ``texts`` given, ``distinct`` among them, ``cached`` distinct ones found in the cache, ``encoded`` distinct ones
@@ -272,17 +279,19 @@ def fill_cache(
     workers = 0
     if missing:
         keys, todo = [k for k, _ in missing], [t for _, t in missing]
-        grouped = embedder.padded and _grouping_refused(embedder) is None
-        lengths = token_lengths(embedder, todo) if grouped else np.array([len(t) for t in todo], dtype=np.int64)
-        pieces = _pieces(lengths, min(len(todo), max(4 * jobs, math.ceil(len(todo) / PIECE_TEXTS))))
-        workers = min(jobs, len(pieces))
+        n_pieces = min(len(todo), max(4 * jobs, math.ceil(len(todo) / PIECE_TEXTS)))
+        workers = min(jobs, n_pieces)
         context = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(
             workers, mp_context=context, initializer=_worker_init, initargs=(embedder_name, batch_size)
         ) as pool:
+            for _ in range(workers):  # the workers start and load the model while this process counts tokens
+                pool.submit(_ready)
+            grouped = embedder.padded and _grouping_refused(embedder) is None
+            lengths = token_lengths(embedder, todo) if grouped else np.array([len(t) for t in todo], dtype=np.int64)
             futures = {
                 pool.submit(_worker_encode, [todo[i] for i in piece], lengths[piece].tolist()): piece
-                for piece in pieces
+                for piece in _pieces(lengths, n_pieces)
             }
             try:
                 for future in concurrent.futures.as_completed(futures):
