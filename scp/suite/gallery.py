@@ -287,9 +287,10 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
     """Write :data:`COLD_RUN` from ``make figures`` in ``clone`` (a fresh clone, started with an empty embedding
     cache and no ``runs/``): each notebook's time from its executed copy, their sum, the wall clock the suite kept
     the machine busy (:func:`busy_seconds`), the commits its results' provenance names, the last run into the
-    clone (``runs/suite_run.json``: a second ``make figures`` with nothing changed runs nothing) and ``note``."""
+    clone (``runs/suite_run.json``: a second ``make figures`` with nothing changed runs nothing), its stages (the
+    embedding and training before the notebooks, ``runs/stages.json``), each notebook's phases and ``note``."""
     from scp.io import write_json
-    from scp.suite.runner import SUITE_RUN
+    from scp.suite.runner import STAGE_RUN, SUITE_RUN
 
     clone = Path(clone)
     durations = {name: seconds for name, seconds in run_durations(clone / "runs").items() if name in NOTEBOOKS}
@@ -307,6 +308,14 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
         "busy_s": busy_seconds(clone / "runs", durations),
         "results_commits": sorted(commits),
         "last_run": read_json(last, f"runs/{SUITE_RUN}") if last.is_file() else None,
+        "stages": read_json(clone / "runs" / STAGE_RUN, f"runs/{STAGE_RUN}")
+        if (clone / "runs" / STAGE_RUN).is_file()
+        else None,
+        "phases": {
+            name: (read_json(path, f"{name}/provenance.json").get("phases"))
+            for name in durations
+            if (path := clone / "results" / name / "provenance.json").is_file()
+        },
         "cpu_count": os.cpu_count(),
         "note": note,
     }

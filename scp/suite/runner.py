@@ -582,9 +582,11 @@ def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, 
 
     t0, keyed, done, planned_by, hits, trained = time.perf_counter(), 0.0, {}, {}, 0, 0
     params = {n: resolve_params(n, False, params_of.get(n, {})) for n in todo}
+    embedded: dict[tuple[str, str, bool], dict] = {}
     for _ in range(4):
-        k0 = time.perf_counter()
         configs = {n: list(planner(n, params[n], runs_dir / "models")) for n in todo}
+        _embedding_stage([c for cs in configs.values() for c in cs], jobs, embedded, echo)
+        k0 = time.perf_counter()
         fresh = [e for e in model_store.entries([c for cs in configs.values() for c in cs], store) if e.key not in done]
         keyed += time.perf_counter() - k0
         planned_by = {n: len(c) for n, c in configs.items() if c}
@@ -606,6 +608,8 @@ def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, 
         flush=True,
     )
     return {
+        "embedding": {"/".join(map(str, k)): v for k, v in embedded.items()},
+        "embedding_s": round(sum(v["seconds"] for v in embedded.values()), 3),
         "planned": planned_by,
         "distinct": len(done),
         "hits": hits,
@@ -614,6 +618,36 @@ def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, 
         "stage_s": round(time.perf_counter() - t0, 3),
         "jobs": jobs,
     }
+
+
+def _embedding_stage(configs: Sequence[Any], jobs: int, done: dict, echo) -> None:
+    """Embed, before any training, the texts the ``configs`` need, with each config's embedder and unit text,
+    grouped by exact token length in ``jobs`` one-thread processes (:func:`scp.data.embed_stage.fill_cache`, bit
+    for bit one text per pass): for a config that trains on whole datasets, every text of their files (training,
+    validation and test examples, as the notebooks embed them); for one that keeps only the first examples, its
+    training and validation texts.  ``done`` collects the counts per (embedder, data, unit text); what it holds
+    is not redone."""
+    from scp.data.embed_stage import dataset_texts, fill_cache
+    from scp.suite.model_store import _examples, _texts
+
+    for c in configs:
+        whole = c.max_train_examples is None and c.max_val_examples is None
+        names = sorted({*c.datasets, c.val_dataset or c.datasets[0]})
+        data = "+".join(names) if whole else f"{'+'.join(c.datasets)}[{c.max_train_examples}]"
+        key = (c.embedder, data, c.with_title)
+        if key in done:
+            continue
+        if whole:
+            texts = [t for d in names for t in dataset_texts(d, bool(c.with_title))]
+        else:
+            train, val, _ = _examples(c)
+            texts = _texts([*train, *val], bool(c.with_title))
+        done[key] = out = fill_cache(c.embedder, texts, jobs=jobs)
+        echo(
+            f"[embed] {key[1]} ({c.embedder}, {'titled' if c.with_title else 'bare'} units): {out['distinct']} texts, "
+            f"{out['cached']} cached, {out['encoded']} embedded in {out['seconds']:.1f} s",
+            flush=True,
+        )
 
 
 STAGE_RUN = "stages.json"
