@@ -71,6 +71,18 @@ def fresh_lineage():
 
 
 @pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread in this test module, its thread count restored afterwards: as a one-thread worker process
+    (the embedding stage's, a Ray worker with one CPU) computes, whose results depend on it in the last bits."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
 def one_thread_reader():
     """SmolLM2 (scp.llm.readers.LocalReader, 8 answer tokens) on one torch thread, the test module's thread count
     restored afterwards: two OpenMP threads were about ten times slower per forward pass on a shared 2-core machine."""

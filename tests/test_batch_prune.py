@@ -25,15 +25,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:this checkpoint was trained on '
 
 
 @pytest.fixture(scope="module")
-def one_thread():
-    """One torch thread, as a Ray worker with one CPU uses (scores depend on it in the last bits)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
 def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("embeddings")
 

@@ -13,17 +13,6 @@ from scp.errors import InputError, InputTypeError, ModelUnavailableError
 
 
 @pytest.fixture(scope="module")
-def one_thread():
-    """One torch thread in this process, as in the worker processes (and a one-thread notebook kernel)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
 def hotpot_texts():
     return dataset_texts("hotpotqa")
 
