@@ -9,6 +9,7 @@ traceback; anything else is a bug: its traceback and exit code 1.  Ctrl-C is one
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 import warnings
@@ -52,13 +53,45 @@ def _check_folders_of(out: Path, option: str = "--out") -> None:
         raise InputError(f"{option} {out}: its folder {blocker} is a file, so nothing can be written under it")
 
 
+def _data_files(names, data) -> list[tuple[str, Path]]:
+    """The local files the datasets ``names`` may be read from (``--data``: a file, or a folder holding each
+    dataset's file; then ``$SCP_DATA_DIR``'s), named as a message names them."""
+    from scp.data.datasets import _ALIASES, DATA_DIR_ENV, DATASETS, _find_in_dir
+
+    if data and Path(data).is_file():
+        return [("--data", Path(data))]
+    found = []
+    for option, folder in (("--data", data), (f"${DATA_DIR_ENV}'s", os.environ.get(DATA_DIR_ENV))):
+        for name in names if folder and Path(folder).is_dir() else ():
+            key = _ALIASES.get(str(name).lower(), str(name).lower())
+            path = _find_in_dir(Path(folder), DATASETS[key]) if key in DATASETS else None
+            if path is not None:
+                found.append((f"{option} {key} data file", path))
+    return found
+
+
+def _checkpoint_files(checkpoint) -> list[tuple[str, Path]]:
+    """A checkpoint and the model card beside it (``NAME.json``, read when it is there)."""
+    if not checkpoint:
+        return []
+    return [
+        ("--checkpoint", Path(checkpoint)),
+        ("the model card of --checkpoint", Path(checkpoint).with_suffix(".json")),
+    ]
+
+
 def _eval(args) -> int:
     from scp.io import check_output_path
+    from scp.overwrite import refuse_inputs_as_outputs
     from scp.pruning.evaluation import format_result, run_eval
 
     split = args.split or ("all" if args.data else "test")
     out = Path(args.out or f"runs/eval_{args.dataset}_{args.method}_{split}.json")
     check_output_path(out, "--out")  # a folder, a link, /dev/null, a pipe: refused before any work
+    # nor a file it reads: the data, the checkpoint or its card
+    refuse_inputs_as_outputs(
+        [("--out", out)], _data_files([args.dataset], args.data) + _checkpoint_files(args.checkpoint)
+    )
     adaptive = None
     if args.adaptive:
         adaptive = dict(
@@ -92,9 +125,14 @@ def _eval(args) -> int:
     return 0 if result["status"] == "ok" else 3
 
 
+#: The files of a trained run's folder (``scp train --out``): a folder holding any of them holds a run.
+RUN_FILES = ("best.safetensors", "last.safetensors", "config.json", "best.pt", "last.pt")
+
+
 def _train(args) -> int:
     from scp.io import check_output_path
     from scp.models.config import config_from_preset
+    from scp.overwrite import refuse_inputs_as_outputs
     from scp.training.runs import run
 
     out = Path(args.out)
@@ -103,6 +141,14 @@ def _train(args) -> int:
     _check_folders_of(out)
     for name in ("best.safetensors", "last.safetensors", "config.json"):
         check_output_path(out / name, "--out")  # each one a regular file of the user's, or new
+    if args.resume and args.force:
+        raise InputError("--resume continues the run in --out and --force replaces it: give one of them")
+    existing = [name for name in RUN_FILES if (out / name).exists()]
+    if existing and not (args.resume or args.force):
+        raise InputError(
+            f"--out {out} holds a trained run ({', '.join(existing)}): continue it with --resume, replace it with "
+            "--force, or give another folder"
+        )
     if args.resume:
         if not (out / "last.safetensors").is_file():
             raise InputError(
@@ -133,6 +179,13 @@ def _train(args) -> int:
         max_val_examples=args.max_val_examples,
     )
     config = config_from_preset(args.preset, **overrides)
+    written = [("--out", out / name) for name in RUN_FILES]
+    # the data are never among them (resuming reads last.safetensors, which it then replaces: that one is meant)
+    refuse_inputs_as_outputs(written, _data_files((*config.datasets, config.val_dataset), args.data))
+    if existing and args.force:
+        for name in existing:
+            (out / name).unlink()
+        print(f"--force: removed the trained run in {out} ({', '.join(existing)}); training a new one there")
     print(config)
     result = run(config, out, data_path=args.data, resume=args.resume, progress=not args.quiet)
     print(
@@ -346,6 +399,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--max-val-examples", type=positive_int, help="only the first N validation examples")
     tr.add_argument(
         "--resume", action="store_true", help="continue from OUT/last.safetensors (an error if there is none)"
+    )
+    tr.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the trained run already in --out (without --resume or --force, such a folder is refused)",
     )
     tr.add_argument("--quiet", action="store_true")
     tr.set_defaults(func=_train)

@@ -80,6 +80,7 @@ from scp.core.selection import check_criterion
 from scp.data.text import is_blank, split_sentences
 from scp.errors import DataFormatError, InputError, MissingFileError, SCPError
 from scp.io import atomic_open, check_output_path, is_stream, parse_json, read_json
+from scp.overwrite import refuse_inputs_as_outputs
 from scp.pruning.pruner import MAX_UNITS
 from scp.pruning.result import PruneResult
 
@@ -128,6 +129,15 @@ class BatchSummary:
     streamed: bool = False
 
     def describe(self) -> str:
+        if self.total == 0:  # an empty input: nothing to prune, and no empty output is made for it
+            where = (
+                f"nothing was streamed to {self.output}"
+                if self.streamed
+                else f"{self.output} holds none"
+                if os.path.lexists(self.output)
+                else f"{self.output} was not created"
+            )
+            return f"no record was written: the input {self.input} holds no records; {where}"
         parts = [f"{self.written} records written to {self.output} in {self.seconds:.1f}s"]
         if self.errors:
             parts.append(f"{self.errors} of them error records")
@@ -765,19 +775,26 @@ def _settings(
     }
 
 
-def _paths(input_path, output_path) -> tuple[Path, Path, bool]:
+def _paths(input_path, output_path, checkpoint=None) -> tuple[Path, Path, bool]:
     """(input, output, whether the output is a stream), checked before any work
     (:func:`scp.io.check_output_path`): the output and its settings file are regular files or new paths, or the
-    output is a stream; a symbolic link (dangling or not), a socket or a folder is refused."""
+    output is a stream; a symbolic link (dangling or not), a socket or a folder is refused.  Neither is (or links
+    to, hard links included) a file the job reads: the input, the checkpoint or its model card
+    (:func:`scp.overwrite.refuse_inputs_as_outputs`)."""
     src, dst = Path(input_path), Path(output_path)
     if not src.is_file():
         raise MissingFileError(f"input {src} is not a file" if src.exists() else f"input {src} does not exist")
     check_output_path(dst, "output", stream=True)
     stream = is_stream(dst)
+    outputs = [("the output", dst)]
     if not stream:
-        check_output_path(dst.with_name(dst.name + ".settings.json"), "the settings file of the output")
-        if dst.exists() and dst.resolve() == src.resolve():
-            raise InputError(f"the output {dst} is the input; write to another file")
+        settings = dst.with_name(dst.name + ".settings.json")
+        check_output_path(settings, "the settings file of the output")
+        outputs.append(("the settings file of the output", settings))
+    inputs = [("the input", src)]
+    if isinstance(checkpoint, str | os.PathLike):
+        inputs += [("the checkpoint", Path(checkpoint)), ("its model card", Path(checkpoint).with_suffix(".json"))]
+    refuse_inputs_as_outputs(outputs, inputs)
     return src, dst, stream
 
 
@@ -834,7 +851,7 @@ def prune_jsonl(
     )
     if pruner is None and checkpoint is None:
         raise InputError("give a checkpoint (or a ShapleyPruner)")
-    src, dst, stream = _paths(input_path, output_path)
+    src, dst, stream = _paths(input_path, output_path, checkpoint)
     max_units = MAX_UNITS if pruner is None else pruner.max_units
     t0 = time.perf_counter()
     summary = BatchSummary(str(src), str(dst), streamed=stream)
@@ -1025,7 +1042,7 @@ def prune_jsonl_ray(
                 "forever; nothing was pruned: drop --ray-gpus to prune on CPUs, or connect to a cluster "
                 "with GPUs (--ray ADDRESS)"
             )
-    src, dst, stream = _paths(input_path, output_path)
+    src, dst, stream = _paths(input_path, output_path, checkpoint)
     t0 = time.perf_counter()
     summary = BatchSummary(str(src), str(dst), streamed=stream)
     with _Output(dst, stream) as out, _Heartbeat(heartbeat) as beat:

@@ -10,7 +10,9 @@ of the run that made ``results/``, typeset math, the figures, the gallery, READM
 - ``python -m scp.suite.book build [--out DIR] [--only NAME ...]`` (``make book``) stages the pages under
   ``DIR/src`` — the repository's layout, so every relative link of README.md resolves — with a provenance note on
   top of each notebook page (commit, run time, parameters, data files), and builds ``DIR/html`` with execution
-  off.  MathJax 3 is served from the site itself (``django-static-mathjax``), so math typesets offline.
+  off.  MathJax 3 is served from the site itself (``django-static-mathjax``), so math typesets offline.  ``DIR`` is
+  an empty or new folder, or one a build made (its marker ``DIR/.scp-book`` lists the files it wrote): a rebuild
+  replaces those and nothing else, and a folder holding anything else is refused in one line.
 - ``python -m scp.suite.book check [--out DIR]`` opens every page in headless Chromium (:mod:`scp.suite.browser`).
 """
 
@@ -18,10 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -209,11 +213,11 @@ def _mathjax() -> Path:
 
 
 def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
-    """Stage the pages under ``src`` (emptied first); returns the staged page paths (relative, in site order)."""
+    """Stage the pages under ``src``, a new folder; returns the staged page paths (relative, in site order)."""
     from scp.suite.graph import status
 
-    if src.exists():
-        shutil.rmtree(src)
+    if os.path.lexists(src):
+        raise InputError(f"{src} exists: the pages are staged into a new folder, never over one")
     pages = []
     stale = status(list(names), root / "results", root=root) if Path(root).resolve() == ROOT.resolve() else {}
     for name in names:
@@ -307,27 +311,139 @@ def config(pages: Sequence[str]) -> tuple[str, str]:
     return json.dumps(conf, indent=1), json.dumps(toc, indent=1)  # JSON is YAML
 
 
-def build(out: Path = ROOT / OUT, names: Sequence[str] | None = None, root: Path = ROOT) -> Path:
-    """Stage and build the site; returns ``out/html``.  Sphinx warnings are printed, errors raise."""
-    names = list(names) if names else [n for n in _names(root) if (root / EXECUTED / f"{n}.json").is_file()]
-    src = out / "src"
-    pages = stage(src, names, root)
-    conf, toc = config(pages)
-    (src / "_config.yml").write_text(conf)
-    (src / "_toc.yml").write_text(toc)
-    html = out / "html"
-    if html.exists():
-        shutil.rmtree(html)
+MARKER = ".scp-book"
+"""The file ``book build`` keeps in its output folder: the files it wrote there (paths under ``src/`` and ``html/``,
+relative to the folder).  A folder without it is built into only when it is empty; one with it only when every file
+under its ``src/`` and ``html/`` is listed, and those are the only files a rebuild deletes."""
+_SCRATCH = ".scp-book-build-"
+"""Prefix of the scratch folder a build stages and runs Jupyter Book in, inside the output folder."""
+_READS = ("notebooks", "params", "results", "figures", "book")
+"""The repository's folders a build reads: the output folder is none of them and lies in none of them."""
+
+
+def _entries_under(folder: Path) -> list[Path]:
+    """Every entry under ``folder`` that is not a folder (a link to a folder included, never followed); ``folder``
+    itself when it is not a folder."""
+    if not os.path.lexists(folder):
+        return []
+    if folder.is_symlink() or not folder.is_dir():
+        return [folder]
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = [d for d in dirnames if d not in links]
+        found += [Path(dirpath, name) for name in (*filenames, *links)]
+    return found
+
+
+def _read_marker(out: Path) -> list[str]:
+    """The files an earlier build wrote into ``out``, from its marker (refused when damaged or not its form)."""
+    marker = out / MARKER
+    try:
+        files = read_json(marker, what=f"the marker {marker}").get("files")
+    except (SCPError, AttributeError):
+        files = None
+    if not isinstance(files, list) or not all(
+        isinstance(f, str) and f.split("/")[0] in ("src", "html") and ".." not in f.split("/") for f in files
+    ):
+        raise InputError(
+            f"--out {out}: its marker {MARKER} is not one book build writes (damaged or edited), so it is not "
+            "known which files there are the book's; give an empty or new folder"
+        )
+    return files
+
+
+def _claim(out: Path, root: Path) -> list[str]:
+    """Check, before any work, that the site may be built into ``out``; returns the files an earlier build wrote
+    there (replaced by this one).  Refused: a file; the repository itself or a folder it reads the pages from; a
+    folder that is not empty and holds no :data:`MARKER`; a marked folder with a file under ``src/`` or ``html/``
+    that the marker does not list (a file of the user's, never deleted)."""
+    if os.path.lexists(out) and not out.is_dir():
+        raise InputError(f"--out {out} is not a folder; give an empty or new folder for the site")
+    where, repo = out.resolve(), Path(root).resolve()
+    if where == repo or any(where.is_relative_to(repo / name) for name in _READS) or repo.is_relative_to(where):
+        raise InputError(
+            f"--out {out} is the repository or a folder the book is built from ({', '.join(_READS)}); "
+            "give an empty or new folder, such as the default build/book"
+        )
+    if not out.exists():
+        return []
+    if not (out / MARKER).is_file():
+        entries = sorted(p.name for p in out.iterdir())
+        if entries:
+            raise InputError(
+                f"--out {out} holds files book build did not write ({', '.join(entries[:3])}"
+                f"{', …' if len(entries) > 3 else ''}; no {MARKER} marker): give an empty or new folder "
+                "(a site built by an older version: remove the folder yourself)"
+            )
+        return []
+    written = _read_marker(out)
+    ours = set(written)
+    foreign = [
+        p for sub in ("src", "html") for p in _entries_under(out / sub) if p.relative_to(out).as_posix() not in ours
+    ]
+    if foreign:
+        raise InputError(
+            f"--out {out}: {foreign[0]} was not written by book build ({len(foreign)} such file(s) under src/ and "
+            "html/, which a build replaces): move them away, or give another folder"
+        )
+    return written
+
+
+def _write_marker(out: Path, files: Sequence[str]) -> None:
+    body = {"written_by": "python -m scp.suite.book build", "files": sorted(set(files))}
+    with atomic_open(out / MARKER, "w") as f:
+        json.dump(body, f, indent=0)
+
+
+def _jupyter_book(src: Path, jb: Path) -> Path:
+    """Run Jupyter Book on the staged ``src`` with its output under ``jb``; returns the built html folder."""
     script = Path(sys.executable).parent / "jupyter-book"
     if not script.is_file():
         raise MissingFileError("the book needs Jupyter Book 1.x: pip install -e '.[book]'")
-    cmd = [str(script), "build", str(src), "--path-output", str(out / "jb"), "--keep-going"]
+    cmd = [str(script), "build", str(src), "--path-output", str(jb), "--keep-going"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise InputError(f"jupyter-book build failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    shutil.move(str(out / "jb" / "_build" / "html"), html)
-    shutil.rmtree(out / "jb")
-    return html
+    return jb / "_build" / "html"
+
+
+def build(out: Path = ROOT / OUT, names: Sequence[str] | None = None, root: Path = ROOT) -> Path:
+    """Stage and build the site; returns ``out/html``.  Sphinx warnings are printed, errors raise.
+
+    ``out`` is an empty or new folder, or one an earlier build made (its :data:`MARKER` lists what it wrote):
+    the pages are staged and built in a scratch folder inside it, then the files the earlier build wrote are
+    deleted and the new ``src/`` and ``html/`` renamed into place.  Nothing else in ``out`` is touched."""
+    out = Path(out)
+    previous = _claim(out, root)
+    names = list(names) if names else [n for n in _names(root) if (root / EXECUTED / f"{n}.json").is_file()]
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / MARKER).is_file():
+        _write_marker(out, [])  # the folder is the book's from now on, so a build stopped halfway can be rerun
+    for stale in sorted(out.glob(f"{_SCRATCH}*")):  # a build killed before cleaning its scratch folder
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+    with tempfile.TemporaryDirectory(dir=out, prefix=_SCRATCH) as scratch:
+        scratch = Path(scratch)
+        src = scratch / "src"
+        pages = stage(src, names, root)
+        conf, toc = config(pages)
+        (src / "_config.yml").write_text(conf)
+        (src / "_toc.yml").write_text(toc)
+        shutil.move(str(_jupyter_book(src, scratch / "jb")), scratch / "html")
+        new = [p.relative_to(scratch).as_posix() for sub in ("src", "html") for p in _entries_under(scratch / sub)]
+        _write_marker(out, [*previous, *new])  # both, until the old files are gone and the new ones in place
+        for rel in previous:
+            path = out / rel
+            if path.is_symlink() or path.is_file():
+                path.unlink()
+        for sub in ("src", "html"):
+            if (out / sub).is_dir():
+                for dirpath, _, _ in sorted(os.walk(out / sub), key=lambda w: -len(Path(w[0]).parts)):
+                    os.rmdir(dirpath)  # only folders the book made, and emptied just now
+            os.replace(scratch / sub, out / sub)
+        _write_marker(out, new)
+    return out / "html"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,6 +458,15 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--out", type=Path, default=ROOT / OUT)
     k.add_argument("--screenshots", nargs="*", default=(), metavar="PAGE")
     args = parser.parse_args(argv)
+    try:
+        return _command(args)
+    except SCPError as error:  # bad input or a refused folder: one line, no traceback
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{parser.prog} {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _command(args) -> int:
     if args.command == "collect":
         written, skipped = collect(args.names)
         for path in written:

@@ -124,7 +124,9 @@ def quick_environment(cache_dir: str | Path) -> dict:
 
 def _train(command: str, env: dict | None = None) -> Path:
     argv = shlex.split(command)[1:]
-    if subprocess.run([sys.executable, "-m", "scp", *argv], cwd=ROOT, env=env).returncode != 0:
+    # --force: the folder is this check's own, and a rerun replaces the previous run there (scp train refuses a
+    # folder holding a run otherwise)
+    if subprocess.run([sys.executable, "-m", "scp", *argv, "--force"], cwd=ROOT, env=env).returncode != 0:
         raise SystemExit(f"`{command}` failed")
     return ROOT / argv[argv.index("--out") + 1] / "best.safetensors"
 

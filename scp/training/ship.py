@@ -10,16 +10,22 @@ fingerprint, the config, the validation AUC and epoch, why it was chosen, when, 
 Nothing in ``models/`` changes until the copy is verified: the run's bytes are read once and checked as a
 checkpoint (outside ``models/``), then the model and its card are written beside their places and renamed into
 them one right after the other, so a failed ship leaves the committed model, its card and the folder as they
-were.  One ship per model name writes at a time (a lock ``models/.NAME.lock``, ignored by git).  Loading a model whose
+were.  A ship killed between the two renames (SIGKILL) leaves the new model beside the old card, which loading
+refuses (its sha256 differs), and the card's temporary file ``models/.NAME.json.XXXXXXXX.tmp``: the next ship of
+that name removes such temporaries of its own naming (saying so) and writes both again.  A run's checkpoint that
+is (or links to) the model or card it would be shipped as is refused before anything is copied.  One ship per
+model name writes at a time (a lock ``models/.NAME.lock``, ignored by git).  Loading a model whose
 card lies beside it checks the card's sha256 (:mod:`scp.models.checkpoint`).  :func:`card_of` reads a card back;
 :func:`write_card` writes one for a model already in ``models/``.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import subprocess
+import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +34,7 @@ from typing import Any
 from scp.errors import InputError, MissingFileError
 from scp.io import atomic_open_many, exclusive_lock, jsonable, read_json, write_json
 from scp.lineage import sha256
+from scp.overwrite import refuse_inputs_as_outputs
 from scp.paths import MODELS, ROOT
 
 __all__ = ["card_of", "ship", "write_card"]
@@ -97,18 +104,47 @@ def ship(run: str | Path, name: str, chosen_by: str, models_dir: Path | None = N
         raise InputError("say why this run is shipped (--chosen-by): the notebook and table that chose it")
     models = Path(models_dir or MODELS)
     target = models / f"{name}.safetensors"
+    card_path = target.with_suffix(".json")
+    refuse_inputs_as_outputs(  # shipping a model onto itself (or its card) is refused, not copied over itself
+        [("the shipped model", target), ("its card", card_path)], [("the run's checkpoint", source)]
+    )
     with tempfile.TemporaryDirectory() as private:
         checked = Path(private) / "best.safetensors"  # the bytes shipped, verified where models/ does not see them
         checked.write_bytes(source.read_bytes())
         shipped = datetime.now(UTC).isoformat(timespec="seconds")
         card = _card(checked, target.name, source.parent.name, chosen_by, shipped)
-        with (
-            exclusive_lock(models / f".{name}.lock", f"models/{name}"),
-            atomic_open_many([target, target.with_suffix(".json")]) as (model_file, card_file),
-        ):
-            model_file.write(checked.read_bytes())
-            card_file.write(json.dumps(card, indent=1, default=jsonable).encode())
+        with exclusive_lock(models / f".{name}.lock", f"models/{name}"):
+            _remove_stale_temporaries([target, card_path])
+            with atomic_open_many([target, card_path]) as (model_file, card_file):
+                model_file.write(checked.read_bytes())
+                card_file.write(json.dumps(card, indent=1, default=jsonable).encode())
     return target
+
+
+def _temporary_names(path: Path) -> re.Pattern:
+    """The names of :func:`scp.io.atomic_open_many`'s temporary files for ``path``: ``.NAME.XXXXXXXX.tmp``
+    (:func:`tempfile.mkstemp`'s eight characters)."""
+    return re.compile(re.escape(f".{path.name}.") + r"[a-z0-9_]{8}" + re.escape(".tmp"))
+
+
+def _remove_stale_temporaries(paths: list[Path]) -> list[Path]:
+    """Delete the temporary files an earlier ship of these paths left behind: a ship killed (SIGKILL, power
+    loss) after writing them, or between its two renames, leaves ``models/.NAME.json.XXXXXXXX.tmp``; nothing
+    else writes names of that form, and the ship lock is held, so no running ship owns them.  Returns them."""
+    removed = []
+    for path in paths:
+        pattern = _temporary_names(path)
+        for stale in sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")):
+            if pattern.fullmatch(stale.name) and stale.is_file() and not stale.is_symlink():
+                stale.unlink()
+                removed.append(stale)
+    if removed:
+        print(
+            f"scp ship: removed {len(removed)} temporary file(s) an interrupted ship left: "
+            + ", ".join(p.name for p in removed),
+            file=sys.stderr,
+        )
+    return removed
 
 
 def write_card(model: str | Path, chosen_by: str, shipped: str) -> Path:
