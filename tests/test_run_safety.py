@@ -227,12 +227,12 @@ def test_a_run_killed_during_the_swap_is_finished_by_the_next_run(outputs, monke
     done, rename, unlink = [], Path.rename, Path.unlink
 
     def step(original):
-        def killed(self, *args):
+        def killed(self, *args, **kwargs):
             if (outputs / "runs" / "scratch" / "01_a.swap.json").exists():  # inside the swap
                 if len(done) == steps:
                     raise Crash
                 done.append(self)
-            return original(self, *args)
+            return original(self, *args, **kwargs)
 
         return killed
 
