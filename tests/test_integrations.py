@@ -6,6 +6,7 @@ test questions, embedded by the shipped model's own MiniLM embedder.  What they 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,12 +21,13 @@ from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
 from llama_index.core import VectorStoreIndex  # noqa: E402
 from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
 from llama_index.core.llms.mock import MockLLM  # noqa: E402
-from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
+from llama_index.core.schema import ImageNode, IndexNode, MetadataMode, NodeWithScore, TextNode  # noqa: E402
 from pydantic import ValidationError  # noqa: E402
 
 from scp.data.datasets import load_dataset  # noqa: E402
 from scp.data.text import split_sentences  # noqa: E402
-from scp.errors import InputError  # noqa: E402
+from scp.errors import InputError, InputTypeError  # noqa: E402
+from scp.integrations.documents import PROGRESS_FROM, prune_documents  # noqa: E402
 from scp.integrations.langchain import SCPDocumentCompressor  # noqa: E402
 from scp.integrations.llama_index import SCPNodePostprocessor  # noqa: E402
 from scp.paths import SHIPPED_MODEL  # noqa: E402
@@ -167,17 +169,123 @@ def test_llama_index_postprocessor_in_a_query_engine_keeps_what_the_pruner_keeps
 
 
 def test_every_bad_input_is_one_clear_error(pruner):
-    with pytest.raises(ValidationError, match="exactly one of top_k, keep_ratio"):
+    with pytest.raises(InputError, match="exactly one of top_k, keep_ratio"):
         SCPDocumentCompressor(pruner=pruner, keep_ratio=0.5, top_k=3)
-    with pytest.raises(ValidationError, match="keep_ratio must be a number in"):
+    with pytest.raises(InputError, match="keep_ratio must be a number in"):
         SCPNodePostprocessor(pruner=pruner, keep_ratio=1.5)
-    with pytest.raises(ValidationError, match="mode must be one of joined, per_document"):
+    with pytest.raises(InputError, match="mode must be one of joined, per_document"):
         SCPDocumentCompressor(pruner=pruner, mode="paragraphs")
+    with pytest.raises(ValidationError, match="mode must be one of joined, per_document"):  # not through __init__
+        SCPDocumentCompressor.model_validate({"pruner": pruner, "mode": "paragraphs"})
     compressor = SCPDocumentCompressor(pruner=pruner)
     assert compressor.keep_ratio == 0.5 and compressor.compress_documents([], "a question") == []
-    with pytest.raises(InputError, match="document 1 has no text to prune"):
-        compressor.compress_documents([Document(page_content="One fact."), Document(page_content="  ")], "q?")
     with pytest.raises(InputError, match="query must be a non-empty string"):
         compressor.compress_documents([Document(page_content="One fact. Another.")], "")
     with pytest.raises(InputError, match="needs the query"):
         SCPNodePostprocessor(pruner=pruner).postprocess_nodes([NodeWithScore(node=TextNode(text="A fact."))])
+
+
+class KeepFirst:
+    """A pruner that keeps each context's first sentence, noting its games (no network: these tests are about
+    what the adapters pass it and give back)."""
+
+    def __init__(self):
+        self.games = []
+
+    def prune(self, query, sentences, titles=None, **criterion):
+        self.games.append(list(sentences))
+        return SimpleNamespace(kept_indices=[0], scores=[1.0] * len(sentences), criterion="top_k=1")
+
+
+ADAPTERS = [SCPDocumentCompressor, SCPNodePostprocessor]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda a: a.__name__)
+@pytest.mark.parametrize(
+    "fields, error, message",
+    [
+        ({"top_k": True}, InputError, "top_k must be an integer ≥ 1; got True"),  # pydantic alone reads both as 1
+        ({"top_k": 1.0}, InputError, "top_k must be an integer ≥ 1; got 1.0"),
+        ({"keep_ratio": True}, InputError, "keep_ratio must be a number in (0, 1]; got True"),
+        ({"token_budget": 10.0}, InputError, "token_budget must be a non-negative integer; got 10.0"),
+        ({"pruner": None}, InputTypeError, "pruner must be a ShapleyPruner (ShapleyPruner.from_checkpoint(path)"),
+        ({"pruner": "models/scp.safetensors"}, InputTypeError, "pruner must be a ShapleyPruner"),
+        ({"mode": 3}, InputError, "mode must be one of joined, per_document; got 3"),
+        ({"progress": "yes"}, InputTypeError, "progress must be True, False or None"),
+        ({"title_key": 1}, InputTypeError, "title_key must be a metadata key (str) or None"),
+    ],
+)
+def test_adapter_arguments_are_checked_as_prune_checks_them(adapter, fields, error, message):
+    with pytest.raises(error) as info:
+        adapter(**{"pruner": KeepFirst(), **fields})
+    assert message in str(info.value) and len(str(info.value).splitlines()) == 1
+    wrapped = ValueError if issubclass(error, ValueError) else TypeError  # pydantic wraps a ValueError, not a TypeError
+    with pytest.raises(wrapped, match="must be"):  # model_validate, which skips __init__
+        adapter.model_validate({"pruner": KeepFirst(), **fields})
+
+
+def test_what_is_no_document_is_one_clear_error():
+    compressor = SCPDocumentCompressor(pruner=KeepFirst())
+    for documents, message in [
+        (["One fact. Another."], "documents[0] is a str, not a langchain Document (wrap a text as Document("),
+        ("One fact. Another.", "documents must be a list of langchain Document, not a str"),
+        ([Document(page_content="A."), None], "documents[1] is a NoneType, not a langchain Document"),
+    ]:
+        with pytest.raises(InputTypeError) as info:
+            compressor.compress_documents(documents, "q?")
+        assert message in str(info.value)
+    doc = Document(page_content="One fact. Another.")
+    doc.metadata = None  # LangChain validates it on construction only
+    with pytest.raises(InputTypeError, match=r"documents\[0\]\.metadata must be a dict .*got None"):
+        compressor.compress_documents([doc], "q?")
+    with pytest.raises(InputError, match="query must be a non-empty string"):
+        compressor.compress_documents([Document(page_content="  ")], None)
+    post = SCPNodePostprocessor(pruner=KeepFirst())
+    for nodes, message in [
+        ([TextNode(text="A fact.")], "nodes[0] is a TextNode, not a NodeWithScore (wrap a node as NodeWithScore("),
+        (["A fact."], "nodes[0] is a str, not a NodeWithScore"),
+        ([NodeWithScore(node=TextNode.model_construct(text="A. B.", metadata=None))], "nodes[0].node.metadata"),
+    ]:
+        with pytest.raises(InputTypeError) as info:
+            post.postprocess_nodes(nodes, query_str="q?")
+        assert message in str(info.value)
+
+
+def test_empty_documents_and_nodes_that_are_not_plain_text_pass_through_unchanged():
+    pruner = KeepFirst()
+    docs = [Document(page_content=""), Document(page_content="One fact. Another."), Document(page_content=" \n")]
+    kept = SCPDocumentCompressor(pruner=pruner, top_k=1).compress_documents(docs, "q?")
+    assert kept[0] is docs[0] and kept[2] is docs[2] and kept[1].page_content == "One fact."
+    assert pruner.games == [["One fact.", "Another."]]  # the empty documents are in no game
+    pruner = KeepFirst()
+    nodes = [
+        NodeWithScore(node=ImageNode(image="aGVsbG8=", text="A caption. Another."), score=0.9),
+        NodeWithScore(node=IndexNode(text="", index_id="other-index"), score=0.8),
+        NodeWithScore(node=IndexNode(text="A summary. Of an index.", index_id="other"), score=0.7),
+        NodeWithScore(node=TextNode(text="   "), score=0.6),
+        NodeWithScore(node=TextNode(text="One fact. Two facts."), score=0.5),
+    ]
+    out = SCPNodePostprocessor(pruner=pruner, top_k=1, mode="per_document").postprocess_nodes(nodes, query_str="q?")
+    assert len(out) == 5 and all(a is b for a, b in zip(out[:4], nodes[:4]))
+    assert out[4].node.get_content(metadata_mode=MetadataMode.NONE) == "One fact." and out[4].score == 0.5
+    assert pruner.games == [["One fact.", "Two facts."]]
+    with pytest.raises(InputError, match="^node 1 has no text to prune"):  # the shared step names what it prunes
+        prune_documents(KeepFirst(), "q?", ["A.", " "], item="node")
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS, ids=lambda a: a.__name__)
+def test_per_document_mode_shows_its_progress_over_many_documents(adapter, capsys):
+    n = PROGRESS_FROM + 50
+    if adapter is SCPDocumentCompressor:
+        items = [Document(page_content=f"Fact {i}. More.") for i in range(n)]
+        call = lambda a, xs: a.compress_documents(xs, "q?")  # noqa: E731
+    else:
+        items = [NodeWithScore(node=TextNode(text=f"Fact {i}. More.")) for i in range(n)]
+        call = lambda a, xs: a.postprocess_nodes(xs, query_str="q?")  # noqa: E731
+    assert len(call(adapter(pruner=KeepFirst(), top_k=1, mode="per_document"), items)) == n
+    err = capsys.readouterr().err
+    assert "scp per_document" in err and f"{n}/{n}" in err
+    call(adapter(pruner=KeepFirst(), top_k=1, mode="per_document"), items[: PROGRESS_FROM - 1])
+    call(adapter(pruner=KeepFirst(), top_k=1, mode="per_document", progress=False), items)
+    call(adapter(pruner=KeepFirst(), top_k=1), items)  # one game: no bar
+    assert "scp per_document" not in capsys.readouterr().err

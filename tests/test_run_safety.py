@@ -9,6 +9,7 @@ import base64
 import fcntl
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from scp.suite import runner
 from scp.suite.graph import code_digests, notebook_digest, status
 from scp.suite.notebook import read_records
 from scp.suite.runner import ParameterError, main, parse_overrides, resolve_params
+from scp.suite.sources import swap_outlook
 from tests.test_incremental import BODY, checkout, commit, git  # noqa: F401 - checkout is a fixture
 from tests.test_incremental import run as run_all
 from tests.test_runner import project, write_notebook  # noqa: F401 - project is a fixture
@@ -227,12 +229,12 @@ def test_a_run_killed_during_the_swap_is_finished_by_the_next_run(outputs, monke
     done, rename, unlink = [], Path.rename, Path.unlink
 
     def step(original):
-        def killed(self, *args):
+        def killed(self, *args, **kwargs):
             if (outputs / "runs" / "scratch" / "01_a.swap.json").exists():  # inside the swap
                 if len(done) == steps:
                     raise Crash
                 done.append(self)
-            return original(self, *args)
+            return original(self, *args, **kwargs)
 
         return killed
 
@@ -353,3 +355,109 @@ def test_a_run_into_the_checkout_refuses_any_uncommitted_change(checkout, change
     with pytest.raises(InputError, match=rf"uncommitted changes \({shown}\).*--allow-dirty"):
         run_all(force=True)
     assert _files(outputs) == before
+
+
+# ------------------------------------------------------------------------------ one reading of every parameter
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    """papermill's execution recorded instead of run: a refused parameter must stop before any kernel."""
+    import papermill
+
+    started = []
+    monkeypatch.setattr(papermill, "execute_notebook", lambda *a, **k: started.append(a))
+    return started
+
+
+def _refused(argv, capsys):
+    """``main(argv)``'s exit status 2 and its one error line (no traceback)."""
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "text, key, where",
+    [
+        ("n: 10\nseed: 0\nseed: 1\n", "seed", "line 3"),
+        ("n: 10\nseed: 0\nsmoke:\n  n: 2\n  n: 3\n", "n", "line 5"),
+        ("n: 10\nseed: 0\nsuite:\n  after: []\n  after: [01_demo]\n", "after", "line 5"),
+        ("n: 10\nseed: 0\nsuite:\n  tolerance: {atol: 1.0, atol: 2.0}\n", "atol", "line 4"),
+    ],
+    ids=["top level", "smoke section", "suite section", "nested mapping"],
+)
+def test_a_key_twice_in_a_params_file_is_refused_naming_it(project, no_kernel, capsys, text, key, where):  # noqa: F811
+    (project / "params" / "01_demo.yaml").write_text(text)
+    err = _refused(["01_demo", "--out", str(project / "out")], capsys)
+    assert f"01_demo.yaml {where}: " in err and f"the key {key!r} is given twice" in err
+    assert no_kernel == []
+
+
+def test_a_key_or_a_p_name_given_twice_is_refused_naming_it(hostile, no_kernel, capsys):
+    out = ["05_values", "--out", str(hostile / "out")]
+    err = _refused([*out, "-p", "train_overrides={epochs: 1, epochs: 2}"], capsys)
+    assert "-p train_overrides: " in err and "the key 'epochs' is given twice" in err
+    err = _refused([*out, "-p", "max_train_examples=1", "-p", "max_train_examples=2"], capsys)
+    assert "-p max_train_examples is given twice ('max_train_examples=1' and 'max_train_examples=2')" in err
+    with pytest.raises(ParameterError, match="-p n is given twice"):
+        parse_overrides(["n=1", " n =1"])  # even with the same value
+    assert no_kernel == []
+
+
+def test_numbers_are_read_as_yaml_1_2_reads_them(project, no_kernel, capsys):  # noqa: F811
+    read = parse_overrides(["a=0x1F", "b=0o17", "c=1:30", "d=1_000", "e=1e-3", "f=yes", "g=-9223372036854775808"])
+    assert read == {"a": 31, "b": 15, "c": "1:30", "d": "1_000", "e": 0.001, "f": "yes", "g": -(2**63)}
+    with pytest.raises(ParameterError, match=r"-p: parameter seed of notebook 01_demo expects an integer .*'1:30'"):
+        resolve_params("01_demo", overrides=parse_overrides(["seed=1:30"]))  # not 90 (YAML 1.1 base 60)
+    out = ["01_demo", "--out", str(project / "out")]
+    err = _refused([*out, "-p", "seed=010"], capsys)  # YAML 1.1 read 8, 1.2 reads 10: refused, not guessed
+    assert "-p seed: cannot read '010' as a value ('010' has a leading zero, which YAML 1.1 reads as octal" in err
+    for digits in ("1" * 5000, str(2**63), str(-(2**63) - 1), "0x1" + "0" * 16):
+        err = _refused([*out, "-p", f"seed={digits}"], capsys)
+        assert "is beyond 64 bits" in err and len(err) < 400, err
+    params = project / "params" / "01_demo.yaml"
+    params.write_text("n: 0x1F\nseed: 0o17\n")
+    assert resolve_params("01_demo") == {"n": 31, "seed": 15}
+    params.write_text("n: 10\nseed: 010\n")
+    err = _refused(out, capsys)
+    assert "01_demo.yaml line 2: " in err and "leading zero" in err
+    params.write_text("n: 10\nseed: 1:30\n")
+    assert "parameter seed of notebook 01_demo expects an integer" in _refused(out, capsys)
+    assert no_kernel == []
+
+
+def test_a_long_value_is_refused_and_quoted_cut_with_its_length(hostile, no_kernel, capsys):
+    out = ["05_values", "--out", str(hostile / "out")]
+    for override in ("name=" + "x" * 120_000, "train_overrides={note: " + "y" * 120_000 + "}"):
+        err = _refused([*out, "-p", override], capsys)
+        assert "takes texts of at most 1024 characters" in err and "(120000 characters)" in err
+        assert len(err) < 400, len(err)
+    err = _refused([*out, "-p", "max_train_examples=" + "z" * 120_000], capsys)
+    assert "expects an integer" in err and "(120000 characters)" in err and len(err) < 400
+    assert no_kernel == []
+
+
+def test_the_status_of_a_swap_journal_says_what_the_next_run_will_do(outputs):
+    from scp.suite import sources
+
+    assert sources._OUTPUTS == runner.OUTPUTS  # the folders the runner swaps
+    journal = outputs / "runs" / "scratch" / "01_a.swap.json"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    assert swap_outlook("01_a") is None
+    (outputs / "runs" / "scratch" / "01_a" / "figures" / "01_a").mkdir(parents=True)
+    journal.write_text(json.dumps({"notebook": "01_a", "staged": {"figures": True, "results": False}}))
+    assert swap_outlook("01_a").endswith("(01_a.swap.json; the next scp run 01_a finishes it)")
+    shutil.rmtree(outputs / "runs" / "scratch" / "01_a")  # the staged folder vanished, and the old one is aside
+    (outputs / "figures" / "01_a").rename(outputs / "figures" / ".01_a.replaced")
+    said = swap_outlook("01_a")
+    assert "names runs/scratch/01_a/figures/01_a, which no longer exists, and figures/01_a is missing too" in said
+    assert "move figures/.01_a.replaced back" in said and "remove runs/scratch/01_a.swap.json by hand" in said
+    (outputs / "figures" / ".01_a.replaced").rename(outputs / "figures" / "01_a")
+    assert swap_outlook("01_a").endswith("finishes it)")  # figures/01_a in place: the swap of it is done
+    (outputs / "results" / ".01_a.replaced").mkdir()  # results were not staged, and an old copy is aside
+    said = swap_outlook("01_a")
+    assert "results/01_a and results/.01_a.replaced both exist, so the next run refuses it" in said
+    journal.write_text("{")
+    assert "cannot be read" in swap_outlook("01_a") and "remove it by hand" in swap_outlook("01_a")

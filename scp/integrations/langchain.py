@@ -4,7 +4,10 @@
 documents and the query, it keeps the sentences with the highest Shapley values under one criterion (keep ratio,
 top-k or token budget; :mod:`scp.integrations.documents` says how the joined and per-document games differ) and
 returns new documents with the kept text, the original metadata and, under ``metadata["scp"]``, the kept and
-removed sentence indices and every sentence's score.  A document whose sentences are all dropped is left out.
+removed sentence indices and every sentence's score.  A document whose sentences are all dropped is left out; one
+with no text to prune (empty or blank) passes through unchanged.  Arguments are checked as ``ShapleyPruner.prune``
+checks them, each bad one an :class:`~scp.errors.SCPError` of one line; ``per_document`` mode shows a progress bar
+from :data:`~scp.integrations.documents.PROGRESS_FROM` documents on (``progress``).
 
     compressor = SCPDocumentCompressor.from_checkpoint(keep_ratio=0.5)
     docs = compressor.compress_documents(retriever.invoke(query), query)
@@ -16,7 +19,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from scp.core.selection import CRITERIA
-from scp.integrations.documents import MODES, check_mode, criterion_of, prune_documents, title_of
+from scp.errors import InputTypeError
+from scp.integrations.documents import (
+    MODES,
+    check_fields,
+    check_items,
+    check_metadata,
+    check_mode,
+    check_query,
+    criterion_of,
+    has_text,
+    prune_documents,
+    title_of,
+)
 from scp.paths import SHIPPED_MODEL
 
 try:
@@ -38,7 +53,7 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
     best prefix's gain over v(∅)); ``mode``
     ``"joined"`` (one game over all documents' sentences) or ``"per_document"``; ``title_key``: the metadata key
     whose value prefixes each sentence as "Title: sentence" (None: bare sentences); ``metadata_key``: where the
-    record of what was kept goes."""
+    record of what was kept goes; ``progress``: the bar of ``per_document`` mode (None: from 100 documents on)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -51,6 +66,17 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
     mode: str = "joined"
     title_key: str | None = "title"
     metadata_key: str = "scp"
+    progress: bool | None = None
+
+    def __init__(self, **fields: Any) -> None:
+        check_fields(fields)  # the values as given: pydantic would read top_k=True or 1.0 as 1
+        super().__init__(**fields)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _given(cls, fields: Any) -> Any:
+        check_fields(fields)  # model_validate, which does not go through __init__
+        return fields
 
     @field_validator("mode")
     @classmethod
@@ -73,27 +99,47 @@ class SCPDocumentCompressor(BaseDocumentCompressor):
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
-        """The documents that keep at least one sentence, in input order, each with its kept text."""
-        documents = list(documents)
+        """The documents that keep at least one sentence, in input order, each with its kept text; a document with
+        no text to prune (empty or blank) is passed through unchanged."""
+        documents = check_items(
+            documents, "documents", Document, "langchain Document", " (wrap a text as Document(page_content=text))"
+        )
         if not documents:
             return []
-        pruned = prune_documents(
-            self.pruner,
-            query,
-            [d.page_content for d in documents],
-            [title_of(d.metadata, self.title_key) for d in documents],
-            mode=self.mode,
-            **criterion_of(**{k: getattr(self, k) for k in CRITERIA}),
-        )
-        return [
-            Document(
-                page_content=p.text,
-                metadata={**d.metadata, self.metadata_key: p.record()},
-                **({"id": d.id} if d.id is not None else {}),
+        check_query(query)
+        titles = []
+        for i, d in enumerate(documents):
+            if not isinstance(d.page_content, str):
+                raise InputTypeError(f"documents[{i}].page_content must be a str; got {type(d.page_content).__name__}")
+            titles.append(title_of(check_metadata(d.metadata, f"documents[{i}]"), self.title_key, f"documents[{i}]"))
+        prunable = [i for i, d in enumerate(documents) if has_text(d.page_content)]
+        pruned = dict(
+            zip(
+                prunable,
+                prune_documents(
+                    self.pruner,
+                    query,
+                    [documents[i].page_content for i in prunable],
+                    [titles[i] for i in prunable],
+                    mode=self.mode,
+                    progress=self.progress,
+                    **criterion_of(**{k: getattr(self, k) for k in CRITERIA}),
+                ),
             )
-            for d, p in zip(documents, pruned)
-            if not p.empty
-        ]
+        )
+        out = []
+        for i, d in enumerate(documents):
+            if i not in pruned:
+                out.append(d)
+            elif not pruned[i].empty:
+                out.append(
+                    Document(
+                        page_content=pruned[i].text,
+                        metadata={**d.metadata, self.metadata_key: pruned[i].record()},
+                        **({"id": d.id} if d.id is not None else {}),
+                    )
+                )
+        return out
 
 
 __all__ = ["MODES", "SCPDocumentCompressor"]

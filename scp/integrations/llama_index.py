@@ -5,7 +5,11 @@ retrieved nodes and the query, it keeps the sentences with the highest Shapley v
 ratio, top-k or token budget; :mod:`scp.integrations.documents` says how the joined and per-node games differ) and
 returns copies of the text nodes with the kept text, the retriever's scores and, under ``metadata["scp"]``, the
 kept and removed sentence indices and every sentence's score (excluded from what the LLM and the embedder read).
-A node whose sentences are all dropped is left out; a node that is not a text node passes through unchanged.
+A node whose sentences are all dropped is left out; a node that is not a plain text node (an ``ImageNode``, an
+``IndexNode``, which stands for another object, or any non-text node) and a text node with no text to prune (empty
+or blank) pass through unchanged.  Arguments are checked as ``ShapleyPruner.prune`` checks them, each bad one an
+:class:`~scp.errors.SCPError` of one line; ``per_document`` mode shows a progress bar from
+:data:`~scp.integrations.documents.PROGRESS_FROM` nodes on (``progress``).
 
     postprocessor = SCPNodePostprocessor.from_checkpoint(keep_ratio=0.5)
     engine = index.as_query_engine(node_postprocessors=[postprocessor])
@@ -17,13 +21,23 @@ from typing import Any
 
 from scp.core.selection import CRITERIA
 from scp.errors import InputError
-from scp.integrations.documents import check_mode, criterion_of, prune_documents, title_of
+from scp.integrations.documents import (
+    check_fields,
+    check_items,
+    check_metadata,
+    check_mode,
+    check_query,
+    criterion_of,
+    has_text,
+    prune_documents,
+    title_of,
+)
 from scp.paths import SHIPPED_MODEL
 
 try:
     from llama_index.core.bridge.pydantic import Field, field_validator, model_validator
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
-    from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode
+    from llama_index.core.schema import ImageNode, IndexNode, MetadataMode, NodeWithScore, QueryBundle, TextNode
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         f"scp.integrations.llama_index needs llama-index-core ({error}): pip install -e '.[llamaindex]'"
@@ -39,7 +53,8 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
     best prefix's gain over v(∅)); ``mode``
     ``"joined"`` (one game over all nodes' sentences) or ``"per_document"`` (one per node); ``title_key``: the
     metadata key whose value prefixes each sentence as "Title: sentence" (None: bare sentences);
-    ``metadata_key``: where the record of what was kept goes."""
+    ``metadata_key``: where the record of what was kept goes; ``progress``: the bar of ``per_document`` mode (None:
+    from 100 nodes on)."""
 
     pruner: Any = Field(exclude=True)
     keep_ratio: float | None = None
@@ -50,6 +65,17 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
     mode: str = "joined"
     title_key: str | None = "title"
     metadata_key: str = "scp"
+    progress: bool | None = None
+
+    def __init__(self, **fields: Any) -> None:
+        check_fields(fields)  # the values as given: pydantic would read top_k=True or 1.0 as 1
+        super().__init__(**fields)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _given(cls, fields: Any) -> Any:
+        check_fields(fields)  # model_validate, which does not go through __init__
+        return fields
 
     @field_validator("mode")
     @classmethod
@@ -78,7 +104,20 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         if query_bundle is None or not isinstance(query_bundle.query_str, str):
             raise InputError("SCPNodePostprocessor needs the query: postprocess_nodes(nodes, query_str=...)")
-        texts = [i for i, n in enumerate(nodes) if isinstance(n.node, TextNode)]
+        nodes = check_items(
+            nodes, "nodes", NodeWithScore, "NodeWithScore", " (wrap a node as NodeWithScore(node=TextNode(text=...)))"
+        )
+        check_query(query_bundle.query_str)
+        texts, contents, titles = [], [], []
+        for i, n in enumerate(nodes):
+            if not isinstance(n.node, TextNode) or isinstance(n.node, (ImageNode, IndexNode)):
+                continue  # not plain text: passed through
+            content = n.node.get_content(metadata_mode=MetadataMode.NONE)
+            title = title_of(check_metadata(n.node.metadata, f"nodes[{i}].node"), self.title_key, f"nodes[{i}].node")
+            if isinstance(content, str) and has_text(content):
+                texts.append(i)
+                contents.append(content)
+                titles.append(title)
         if not texts:
             return list(nodes)
         pruned = dict(
@@ -87,9 +126,11 @@ class SCPNodePostprocessor(BaseNodePostprocessor):
                 prune_documents(
                     self.pruner,
                     query_bundle.query_str,
-                    [nodes[i].node.get_content(metadata_mode=MetadataMode.NONE) for i in texts],
-                    [title_of(nodes[i].node.metadata, self.title_key) for i in texts],
+                    contents,
+                    titles,
                     mode=self.mode,
+                    progress=self.progress,
+                    item="node",
                     **criterion_of(**{k: getattr(self, k) for k in CRITERIA}),
                 ),
             )

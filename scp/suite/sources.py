@@ -20,6 +20,8 @@ from scp.paths import NOTEBOOKS, PARAMS, ROOT, RUNS
 RUNNER_KEYS = ("out_dir",)
 """Parameters the runner sets itself; they may not appear in parameter files or ``-p``."""
 
+_OUTPUTS = ("figures", "results")  # the folders a run replaces (scp.suite.runner.OUTPUTS)
+
 
 class RunnerError(Exception):
     """A problem the runner reports in its own words: a notebook that failed (``main`` exits with status 1)."""
@@ -235,8 +237,31 @@ def _fit(value: Any, kind: str | None) -> tuple[bool, Any]:
 
 
 def _short(value: Any) -> str:
+    """``repr(value)`` for a message: whole up to 80 characters, else its first 77 and its length, so that no
+    message quotes a long value whole (a 120 kB ``-p`` text is shown as 77 characters and "120000 characters")."""
     text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    if len(text) <= 80:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters written out"
+    return f"{text[:77]}... ({size})"
+
+
+MAX_TEXT_CHARS = 1024
+"""The longest text a parameter value holds (a name, a path, a short template), anywhere in it: a longer one is
+refused before any kernel starts (where a notebook's error would quote it whole); a longer text belongs in a file,
+passed by its path."""
+
+
+def _long_text(value: Any, depth: int = 0) -> str | None:
+    """The first text in ``value`` (nested in lists and mappings, keys included) longer than
+    :data:`MAX_TEXT_CHARS`, or None."""
+    if isinstance(value, str):
+        return value if len(value) > MAX_TEXT_CHARS else None
+    if isinstance(value, dict):
+        value = [*value, *value.values()]
+    if isinstance(value, (list, tuple)) and depth < 100:
+        return next((text for v in value if (text := _long_text(v, depth + 1)) is not None), None)
+    return None
 
 
 def _checked(name: str, where: str, key: str, value: Any, default: Any, declared: str | None = None) -> Any:
@@ -266,6 +291,12 @@ def _checked(name: str, where: str, key: str, value: Any, default: Any, declared
             value = type(value)(v for _, v in fitted)
         else:
             ok, expected = False, f"a list of {_PLURAL[element]}"
+    long = _long_text(value) if ok else None
+    if long is not None:
+        raise ParameterError(
+            f"{where}: parameter {key} of notebook {name} takes texts of at most {MAX_TEXT_CHARS} characters; "
+            f"got {_short(long)} (a longer text belongs in a file, passed by its path)"
+        )
     if ok and kind == "dict":
         return {k: _checked(name, where, f"{key}.{k}", v, default[k]) if k in default else v for k, v in value.items()}
     if ok:
@@ -306,7 +337,9 @@ def order(names: Iterable[str], depends: Mapping[str, Sequence[str]]) -> list[st
 
 class _ValueLoader(yaml.SafeLoader):
     """YAML read as plain values only (what JSON holds): no binary, dates, sets, ordered pairs or other tags, no
-    aliases (``*name``, which can make a small text a huge value), at most 64 levels deep."""
+    aliases (``*name``, which can make a small text a huge value), at most 64 levels deep; each key of a mapping
+    given once (a second ``seed:`` is refused, naming it, rather than the last winning); scalars resolved by the
+    YAML 1.2 core schema (:data:`YAML_CORE_SCHEMA`), not PyYAML's YAML 1.1."""
 
     depth = 0
 
@@ -325,6 +358,101 @@ class _ValueLoader(yaml.SafeLoader):
         finally:
             self.depth -= 1
 
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: SafeConstructor refuses it below
+                    continue
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"the key {_short(key)} is given twice (first on line {first.line + 1}); give each key once",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep)
+
+
+YAML_CORE_SCHEMA = """Scalars of parameter files and ``-p`` values are read by the YAML 1.2 core schema, so a text
+means one thing: ``true``/``false`` (any case) are the booleans and ``yes``, ``no``, ``on``, ``off`` are text;
+integers are decimal (``10``), ``0x1F`` (hexadecimal, 31) or ``0o17`` (octal, 15), and ``1_000``, ``0b101`` and
+``1:30`` (YAML 1.1 digit groups, binary and base 60) are text, so an integer parameter refuses them; a decimal with
+a leading zero (``010``) is refused, since YAML 1.1 read it as octal (8) and 1.2 reads 10: write ``10``, ``0o10``
+or quote it; ``1e-3``, ``1.5e3`` and ``.5`` are numbers; an integer beyond 64 bits (−2⁶³ … 2⁶³ − 1) or a number
+beyond a 64-bit float is refused; ``<<`` is a plain key (no YAML 1.1 merge)."""
+
+_INT_RANGE = (-(2**63), 2**63 - 1)
+_CORE_INT = re.compile(r"[-+]?(0o[0-7]+|0x[0-9a-fA-F]+|[0-9]+)")
+_CORE_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)")
+_CORE_BOOL = re.compile(r"true|True|TRUE|false|False|FALSE")
+_YAML_1_1 = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:merge"}
+_ValueLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML_1_1]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ValueLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(f"^(?:{_CORE_BOOL.pattern})$"), list("tTfF"))
+_ValueLoader.add_implicit_resolver(  # before the float: "10" is an integer
+    "tag:yaml.org,2002:int", re.compile(f"^(?:{_CORE_INT.pattern})$"), list("-+0123456789")
+)
+_ValueLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(f"^(?:{_CORE_FLOAT.pattern})$"), list("-+.0123456789")
+)
+
+
+def _scalar_error(node: yaml.Node, problem: str) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
+def _core_bool(loader: yaml.SafeLoader, node: yaml.Node) -> bool:
+    text = loader.construct_scalar(node)
+    if not _CORE_BOOL.fullmatch(text):
+        raise _scalar_error(node, f"{_short(text)} is no boolean (YAML 1.2: true or false)")
+    return text.lower() == "true"
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    text = loader.construct_scalar(node)
+    if not _CORE_INT.fullmatch(text):
+        raise _scalar_error(node, f"{_short(text)} is no integer (YAML 1.2: decimal, 0x hexadecimal or 0o octal)")
+    sign, digits = (-1 if text[0] == "-" else 1), text.lstrip("+-")
+    if len(digits) > 1 and digits[0] == "0" and digits[1].isdigit():
+        shown = _short(text)
+        raise _scalar_error(
+            node,
+            f"{shown} has a leading zero, which YAML 1.1 reads as octal and YAML 1.2 as decimal: write it without "
+            "the zero, with 0o for octal (0o17), or quote it for text",
+        )
+    base = {"0x": 16, "0o": 8}.get(digits[:2], 10)
+    if len(digits) > 30:  # beyond 64 bits in any base, and int() of thousands of digits raises
+        value = None
+    else:
+        value = sign * int(digits[2:] if base != 10 else digits, base)
+    if value is None or not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+        raise _scalar_error(node, f"an integer of {len(digits)} digits is beyond 64 bits (-2**63 to 2**63 - 1)")
+    return value
+
+
+def _core_float(loader: yaml.SafeLoader, node: yaml.Node) -> float:
+    text = loader.construct_scalar(node)
+    if not _CORE_FLOAT.fullmatch(text):
+        raise _scalar_error(node, f"{_short(text)} is no number (YAML 1.2 core schema)")
+    special = text.lstrip("+-").lower()
+    if special in (".inf", ".nan"):
+        return float(text.replace(".", "", 1))
+    value = float(text)
+    if not math.isfinite(value):
+        raise _scalar_error(node, "a number beyond a 64-bit float (about ±1.8e308; .inf is infinity)")
+    return value
+
+
+_ValueLoader.add_constructor("tag:yaml.org,2002:bool", _core_bool)
+_ValueLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+_ValueLoader.add_constructor("tag:yaml.org,2002:float", _core_float)
+
 
 def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> None:
     kind = node.tag.rpartition(":")[2]
@@ -333,7 +461,7 @@ def _refuse_tag(loader: yaml.SafeLoader, node: yaml.Node) -> None:
     )
 
 
-for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
+for _tag in ("binary", "timestamp", "set", "omap", "pairs", "merge"):
     _ValueLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse_tag)
 
 
@@ -389,13 +517,20 @@ def load_params(name: str, smoke: bool = False, params_dir: Path | None = None) 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     """``["key=value", …]`` → ``{key: value}``, each value read as a plain YAML value (:class:`_ValueLoader`: a
     scalar, flow list or mapping: ``3``, ``0.5``, ``true``, ``null``, ``[0, 1]``, ``{epochs: 1}``, ``hotpotqa``;
-    no tags, dates, sets or binary)."""
+    no tags, dates, sets or binary; numbers as YAML 1.2 reads them, :data:`YAML_CORE_SCHEMA`).  A name given twice
+    (``-p seed=1 -p seed=2``) is refused, as is a key given twice in one mapping."""
     out = {}
+    given: dict[str, str] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         key = key.strip()
         if not sep or not re.fullmatch(r"[A-Za-z_]\w*", key):
             raise ParameterError(f"-p expects key=value with a parameter name as key; got {_short(pair)}")
+        if key in given:
+            raise ParameterError(
+                f"-p {key} is given twice ({_short(given[key])} and {_short(pair)}); give each parameter once"
+            )
+        given[key] = pair
         try:
             out[key] = _yaml_values(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
@@ -474,6 +609,56 @@ def _journal(name: str) -> Path:
 
 def pending_swap(name: str) -> Path | None:
     """The journal of a replacement of ``figures/NAME`` and ``results/NAME`` that a killed run left unfinished
-    (the next run into the checkout finishes it), or ``None``."""
+    (the next run into the checkout finishes it, unless :func:`swap_outlook` says otherwise), or ``None``."""
     journal = _journal(name)
     return journal if journal.exists() else None
+
+
+def swap_outlook(name: str) -> str | None:
+    """What the next run into the checkout will do with the swap journal a killed run left for ``name``
+    (:func:`pending_swap`), in words for ``--status``, or ``None`` when there is none.  It reads the journal and
+    the folders as :func:`scp.suite.runner._finish_swap` does, without changing anything: the run finishes the swap;
+    or it refuses (an unreadable journal, or a folder and the old one set aside both present); or the journal names
+    staged folders that no longer exist while their place is empty too, so finishing it would leave the notebook's
+    folder missing and delete the old one set aside; the last two must be settled by hand, and the line says how."""
+    from scp.errors import SCPError
+    from scp.io import read_json
+
+    journal = _journal(name)
+    if not journal.exists():
+        return None
+    shown = _show(journal)
+    try:
+        staged = read_json(journal, f"the swap journal {shown}").get("staged")
+    except (SCPError, OSError, AttributeError) as exc:
+        problem = " ".join(str(exc).split())[:200] or type(exc).__name__
+        return f"the swap journal {shown} cannot be read ({problem}): the next run refuses it; remove it by hand"
+    if not isinstance(staged, dict) or any(not isinstance(staged.get(kind), bool) for kind in _OUTPUTS):
+        return (
+            f"the swap journal {shown} names no staged folders: the next run refuses it; move it and the folders "
+            "aside by hand"
+        )
+    scratch, vanished = RUNS / "scratch" / name, []
+    for kind in _OUTPUTS:
+        new, place, aside = scratch / kind / name, ROOT / kind / name, ROOT / kind / f".{name}.replaced"
+        if staged[kind] and not new.exists():
+            if not place.exists():
+                vanished.append((kind, new, aside))
+            continue
+        if place.exists() and aside.exists():
+            return (
+                f"the swap journal {shown} cannot be finished: {_show(place)} and {_show(aside)} both exist, so the "
+                "next run refuses it; keep the one you want as the first and remove the journal by hand"
+            )
+    if vanished:
+        kind, new, aside = vanished[0]
+        back = f"move {_show(aside)} back or " if aside.exists() else ""
+        return (
+            f"the swap journal {shown} names {_show(new)}, which no longer exists, and {kind}/{name} is missing too: "
+            f"the next run would leave it missing (and delete any old folder set aside); {back}git checkout -- "
+            f"{kind}/{name}, then remove {shown} by hand"
+        )
+    return (
+        f"a run was cut while replacing figures/{name} and results/{name} ({journal.name}; the next scp run {name} "
+        "finishes it)"
+    )
