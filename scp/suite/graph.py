@@ -43,7 +43,7 @@ from typing import Any
 from scp.errors import DataFormatError, InputError
 from scp.io import jsonable
 from scp.suite import sources
-from scp.suite.sources import RunnerError, notebook_names, order, pending_swap, read_sections, resolve_params
+from scp.suite.sources import RunnerError, notebook_names, order, read_sections, resolve_params, swap_outlook
 
 SCP_SOURCE = Path(__file__).resolve().parents[1]
 """The ``scp`` package folder whose modules :func:`code_digests` hashes."""
@@ -535,13 +535,9 @@ def status(
             reasons = _own_reasons(n, read_provenance(n, results_dir), params_dir, notebooks_dir, root, tracked)
         except DataFormatError as exc:
             reasons = [f"its provenance.json is unreadable: {exc}"]
-        journal = pending_swap(n)
-        if journal is not None:
-            reasons.insert(
-                0,
-                f"a run was cut while replacing figures/{n} and results/{n} ({journal.name}; the next "
-                f"scp run {n} finishes it)",
-            )
+        outlook = swap_outlook(n)  # a run cut while replacing its folders: what the next run will do with it
+        if outlook is not None:
+            reasons.insert(0, outlook)
         out[n] = reasons
     provs = {}
     for n in decls:
