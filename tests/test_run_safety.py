@@ -461,3 +461,28 @@ def test_the_status_of_a_swap_journal_says_what_the_next_run_will_do(outputs):
     assert "results/01_a and results/.01_a.replaced both exist, so the next run refuses it" in said
     journal.write_text("{")
     assert "cannot be read" in swap_outlook("01_a") and "remove it by hand" in swap_outlook("01_a")
+
+
+@pytest.mark.parametrize(
+    "where, what",
+    [
+        (lambda root, data: root, "is the checkout"),
+        (lambda root, data: root / "results", "is inside the checkout"),
+        (lambda root, data: root / "notebooks", "is inside the checkout"),
+        (lambda root, data: data, "is the data folder"),
+        (lambda root, data: data / "hotpotqa", "is inside the data folder"),
+    ],
+)
+def test_an_out_folder_that_would_land_on_the_checkout_or_the_data_is_refused(where, what, data_dir):
+    """scp run --out writes figures/, results/ and runs/ there: never onto the checkout (whose committed results a
+    run into the checkout alone replaces, pinned and journaled) or the data it reads."""
+    from scp.errors import InputError
+
+    out = where(runner.ROOT, data_dir)
+    with pytest.raises(InputError, match=f"--out {out} {what}"):
+        runner.run("00_cooperative_games_tutorial", smoke=True, out_dir=out, echo=None)
+
+
+def test_an_out_folder_under_runs_is_allowed(tmp_path):
+    runner._check_out_dir(runner.RUNS / "elsewhere")
+    runner._check_out_dir(tmp_path / "out")

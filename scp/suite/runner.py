@@ -874,6 +874,8 @@ def run(
     mine_of = {n: {k: v for k, v in params.items() if k in declared[n]} for n in todo}
     for name in todo:  # every notebook's parameters (files and -p) are checked before any kernel starts
         resolve_params(name, smoke, mine_of[name])
+    if out_dir is not None:
+        _check_out_dir(Path(out_dir), store)
     committed = not smoke and out_dir is None and not check
     if check and (smoke or out_dir is not None):
         raise InputError("--check reruns with the full parameters into runs/check/ and compares; no --smoke or --out")
@@ -1004,6 +1006,24 @@ def run(
         if failed:
             raise RunnerError(f"--check: {', '.join(failed)} differ from the committed results beyond their tolerance")
         return executed
+
+
+def _check_out_dir(out: Path, store: str | Path | None = None) -> None:
+    """Refuse (:class:`~scp.errors.InputError`) an ``--out`` folder whose ``figures/``, ``results/`` and ``runs/``
+    would land on what a run reads or what the checkout holds: the checkout itself or a folder of it, the data
+    folder (``$SCP_DATA_DIR``) or a folder inside it, the model store."""
+    from scp.data.datasets import DATA_DIR_ENV
+    from scp.suite.model_store import store_dir
+
+    target = out.expanduser().resolve()
+    guarded = [(ROOT.resolve(), "the checkout (its committed figures/ and results/ are written by scp run NAME alone)")]
+    if os.environ.get(DATA_DIR_ENV):
+        guarded.append((Path(os.environ[DATA_DIR_ENV]).expanduser().resolve(), f"the data folder ${DATA_DIR_ENV}"))
+    guarded.append((store_dir(store).resolve(), "the model store"))
+    for place, what in guarded:
+        inside = target == place or place in target.parents
+        if inside and not (what.startswith("the checkout") and target.is_relative_to(RUNS.resolve())):
+            raise InputError(f"--out {out} is {'' if target == place else 'inside '}{what}: give a folder of its own")
 
 
 def _machine_change(committed: Path, rerun: Path) -> str:
