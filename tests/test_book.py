@@ -142,3 +142,66 @@ def test_the_browser_check_fails_on_a_broken_page(tmp_path):
     assert not report.ok
     for expected in ("image missing.png does not load", "link nowhere.html resolves to no file", "no-such-id", "boom"):
         assert expected in problems
+
+
+def _fake_root(tmp_path, name: str):
+    """A repository of one notebook: its source, its committed results and its executed copy."""
+    root = tmp_path / "repo"
+    for rel in (f"notebooks/{name}.ipynb", f"results/{name}/provenance.json", f"results/{name}/records.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes((ROOT / rel).read_bytes())
+    (root / book.EXECUTED).mkdir(parents=True)
+    return root, root / book.EXECUTED / f"{name}.json"
+
+
+def _edited(nb: dict) -> dict:
+    for out in (o for c in nb["cells"] for o in c.get("outputs", [])):
+        data = out.get("data", {}).get(book.RECORD_MIME)
+        if data:
+            data[next(iter(data))] = "another value"
+            return nb
+    raise AssertionError("no recorded value in the executed copy")
+
+
+BAD_COPIES = {  # how the executed copy is broken: (write it, words of the one line)
+    "missing": (lambda copy, text: None, "no book/executed/"),
+    "truncated": (lambda copy, text: copy.write_text(text[: len(text) // 2]), "book/executed/"),
+    "100,000 levels deep": (lambda copy, text: copy.write_text("[" * 100_000 + "]" * 100_000), "deep"),
+    "a symlink to a non-JSON file": (
+        lambda copy, text: (copy.with_name("notes.txt").write_text("my notes"), copy.symlink_to("notes.txt")),
+        "book/executed/",
+    ),
+    "edited": (
+        lambda copy, text: copy.write_text(json.dumps(_edited(json.loads(text)))),
+        "recorded values differ from records.json",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_COPIES)
+def test_book_build_on_a_bad_executed_copy_is_one_line_and_exit_2(case, tmp_path, monkeypatch, capsys):
+    name = "00_cooperative_games_tutorial"
+    root, copy = _fake_root(tmp_path, name)
+    write, words = BAD_COPIES[case]
+    write(copy, (ROOT / book.EXECUTED / f"{name}.json").read_text())
+    built = book.build
+    monkeypatch.setattr(book, "build", lambda out, names: built(out, names, root=root))
+    assert book.main(["build", "--out", str(tmp_path / "site"), "--only", name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("python -m scp.suite.book build: error: ") and words in err, err
+
+
+def test_book_check_with_no_site_and_an_unknown_notebook_are_one_line_from_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    for argv, words in [
+        (["check", "--out", str(tmp_path / "no-site")], "no HTML pages under"),
+        (["build", "--out", str(tmp_path / "site"), "--only", "99_nope"], "unknown notebook 99_nope"),
+    ]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "scp.suite.book", *argv], capture_output=True, text=True, cwd=ROOT, timeout=120
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr

@@ -138,3 +138,85 @@ def test_a_numpy_criterion_is_described_by_the_python_number_it_holds():
         check_criterion(top_k=np.int64(3)) == "top_k=3"
         and check_criterion(keep_ratio=np.float64(0.5)) == "keep_ratio=0.5"
     )
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        [[0.9], [0.1], [0.5], [-0.2]],  # nested
+        (x for x in SCORES),  # a generator
+        b"\x01\x02\x03\x04",
+        {0: 0.9, 1: 0.1, 2: 0.5, 3: -0.2},
+        {0.9, 0.1, 0.5, -0.2},
+        "0.9 0.1 0.5 -0.2",
+        ["0.9", "0.1", "0.5", "-0.2"],
+        [True, False, True, False],
+        None,
+        0.5,
+    ],
+    ids=["nested", "generator", "bytes", "dict", "set", "str", "strs", "bools", "None", "a number"],
+)
+def test_scores_that_are_no_sequence_of_numbers_are_one_scp_error_naming_them(scores):
+    from scp.errors import InputTypeError
+
+    with pytest.raises(InputTypeError, match=r"^scores must be a list or tuple of 4 finite numbers, one per sentence"):
+        prune(SENTS, scores, top_k=1)
+
+
+def test_scores_as_a_numpy_array_or_tuple_still_prune():
+    assert prune(SENTS, np.asarray(SCORES, np.float32), top_k=2).kept_indices == (0, 2)
+    assert prune(SENTS, tuple(np.float64(s) for s in SCORES), top_k=2).scores == tuple(SCORES)
+    with pytest.raises(ValueError, match=r"scores\[1\] is inf"):
+        prune(SENTS, [0.0, np.inf, 0.0, 0.0], top_k=1)
+
+
+@pytest.mark.parametrize("path", [123, b"models/scp-hotpotqa-best.safetensors", "open file", None])
+def test_a_checkpoint_that_is_no_path_is_one_scp_error(path, tmp_path):
+    from scp.errors import InputTypeError
+    from scp.models.factory import load_checkpoint
+    from scp.pruning.pruner import ShapleyPruner
+
+    with open("models/scp-hotpotqa-best.safetensors", "rb") as f:
+        path = f if path == "open file" else path
+        for load in (load_checkpoint, ShapleyPruner.from_checkpoint):
+            with pytest.raises(InputTypeError, match=r"^the checkpoint must be a path \(a str or pathlib.Path"):
+                load(path)
+
+
+def test_score_contexts_of_what_is_no_context_is_one_scp_error():
+    from scp.errors import InputTypeError
+    from scp.models.config import TrainConfig
+    from scp.models.factory import build_model
+    from scp.models.scoring import score_contexts
+
+    model = build_model(TrainConfig(query_mode="product_concat", features=("cos",), hidden=8, latent=4), 8)
+    with pytest.raises(InputTypeError, match=r"contexts\[0\] is a int: 1$"):
+        score_contexts(model, [1, 2])
+    with pytest.raises(InputTypeError, match="got a int"):
+        score_contexts(model, 5)
+    assert score_contexts(model, []) == []
+
+
+def test_a_huge_sentence_or_query_is_refused_before_any_embedding():
+    from scp.models.config import TrainConfig
+    from scp.models.factory import build_model
+    from scp.pruning.pruner import MAX_UNIT_CHARS, ShapleyPruner
+
+    class Refuses(_Words):
+        def encode(self, texts, batch_size=256, show_progress=False):
+            raise AssertionError("embedded")
+
+    config = TrainConfig(query_mode="product_concat", features=("cos", "bm25z"), hidden=16, latent=8, skip=True)
+    pruner = ShapleyPruner(build_model(config, 8), config, Refuses(), n_permutations=8)
+    huge = "word " * (MAX_UNIT_CHARS // 5 + 1)  # 1,000,005 characters, no sentence boundary
+    with pytest.raises(ValueError, match="^sentence 1 is 1,000,005 characters, above max_unit_chars=1,000,000; "):
+        pruner.prune("what?", ["A short one.", huge], top_k=1)
+    with pytest.warns(UserWarning, match="no sentence boundary"), pytest.raises(ValueError, match="^sentence 0 is 1,"):
+        pruner.prune("what?", huge, top_k=1)
+    with pytest.raises(ValueError, match="^the query is 1,000,005 characters"):
+        pruner.prune(huge, ["A short one."], top_k=1)
+    small = ShapleyPruner(build_model(config, 8), config, Refuses(), n_permutations=8, max_unit_chars=10)
+    with pytest.raises(ValueError, match="^sentence 0 is 13 characters with its title, above max_unit_chars=10"):
+        small.rank("what?", ["Short one."], titles=["T"])
+    with pytest.raises(ValueError, match="max_unit_chars must be an integer ≥ 1"):
+        ShapleyPruner(build_model(config, 8), config, Refuses(), max_unit_chars=0)

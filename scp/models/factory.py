@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from scp.core.memory import check_memory, format_bytes
-from scp.errors import InputError
+from scp.errors import InputError, InputTypeError
 from scp.models import checkpoint
 from scp.models.config import TrainConfig, _is_int, _is_number, config_problems
 from scp.models.context_net import ContextDeepSets
@@ -192,7 +192,14 @@ def checkpoint_problems(ckpt: dict, require: Sequence[str] = MODEL_ENTRIES) -> l
 
 def read_checkpoint(path: str | os.PathLike, require: Sequence[str] = MODEL_ENTRIES) -> dict:
     """The verified payload of a training checkpoint whose structure is sound (:func:`checkpoint_problems`):
-    anything else is one :class:`scp.models.checkpoint.CheckpointError` naming the file and the problem."""
+    anything else is one :class:`scp.models.checkpoint.CheckpointError` naming the file and the problem; a
+    ``path`` that is no str or ``os.PathLike`` of a str (a number, bytes, an open file) is an
+    :class:`InputTypeError`."""
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+        raise InputTypeError(
+            f"the checkpoint must be a path (a str or pathlib.Path to a .safetensors file); got a "
+            f"{type(path).__name__}: {path!r:.80}"
+        )
     ckpt = checkpoint.load(path, CHECKPOINT_FORMAT)
     problems = checkpoint_problems(ckpt, require)
     if problems:

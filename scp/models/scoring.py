@@ -11,7 +11,7 @@ it is batched with, here, in :class:`scp.pruning.pruner.ShapleyPruner`, ``scp ev
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -22,11 +22,24 @@ from scp.core.result import ShapleyResult
 from scp.core.selection import is_integer
 from scp.data.features import Context, collate
 from scp.devices import eval_mode, resolve_device
-from scp.errors import InputError
+from scp.errors import InputError, InputTypeError
 from scp.models.game import ValueNetGame
 from scp.models.pointwise import PointwiseScorer
 
 __all__ = ["prefix_values", "require_game", "score_contexts"]
+
+
+def _as_contexts(contexts) -> list[Context]:
+    """``contexts`` as a list, each a :class:`~scp.data.features.Context`, else an :class:`InputTypeError` naming
+    the first that is not."""
+    what = "contexts must be a list of scp.data.features.Context (from build_contexts)"
+    if isinstance(contexts, (str, bytes, Mapping)) or not isinstance(contexts, Iterable):
+        raise InputTypeError(f"{what}; got a {type(contexts).__name__}")
+    contexts = list(contexts)
+    bad = next((i for i, c in enumerate(contexts) if not isinstance(c, Context)), None)
+    if bad is not None:
+        raise InputTypeError(f"{what}; contexts[{bad}] is a {type(contexts[bad]).__name__}: {contexts[bad]!r:.80}")
+    return contexts
 
 
 def score_contexts(
@@ -61,7 +74,7 @@ def score_contexts(
     Returns:
         One result per context (adaptive: with its ``certificate``); a pointwise model's are ``method="pointwise"``.
     """
-    contexts = list(contexts)
+    contexts = _as_contexts(contexts)
     entry = get_estimator(estimator)
     if not is_integer(batch_size) or batch_size < 1:
         raise InputError(f"batch_size (contexts per batched call) must be an integer ≥ 1; got {batch_size!r}")

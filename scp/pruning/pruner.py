@@ -34,9 +34,12 @@ from scp.models.pointwise import PointwiseScorer
 from scp.models.scoring import prefix_values, require_game, score_contexts
 from scp.pruning.result import PruneResult, prune
 
-__all__ = ["ShapleyPruner", "MAX_UNITS"]
+__all__ = ["ShapleyPruner", "MAX_UNITS", "MAX_UNIT_CHARS"]
 
 MAX_UNITS = 4096
+MAX_UNIT_CHARS = 1_000_000
+"""The longest sentence (with its title) or query a pruner reads, in characters: far above any real sentence
+(a 100 MB one would take minutes and many GB to embed), refused before any work; raise ``max_unit_chars``."""
 
 
 class ShapleyPruner:
@@ -60,10 +63,11 @@ class ShapleyPruner:
     Sentences and titles are lists or tuples of str (a dict, a set or a str of titles is an
     :class:`~scp.errors.InputTypeError`); a sentence or query that is blank (:func:`scp.data.text.is_blank`: only
     whitespace or invisible characters such as U+200B) is refused like an empty one.  A context may hold at most
-    ``max_units`` sentences (default :data:`MAX_UNITS`); exact Shapley's player limit (``max_players``) is checked
-    before anything is embedded.  ``progress=True`` shows on stderr which step a call is in (embedding and
-    features, then scoring) with the embedder's own bar: a context of thousands of sentences takes minutes on a
-    CPU, most of it embedding them.
+    ``max_units`` sentences (default :data:`MAX_UNITS`), each (with its title) and the query at most
+    ``max_unit_chars`` characters (default :data:`MAX_UNIT_CHARS`); exact Shapley's player limit
+    (``max_players``) is checked before anything is embedded.  ``progress=True`` shows on stderr which step a
+    call is in (embedding and features, then scoring) with the embedder's own bar: a context of thousands of
+    sentences takes minutes on a CPU, most of it embedding them.
     """
 
     def __init__(
@@ -86,12 +90,15 @@ class ShapleyPruner:
         bound: str = "bernstein",
         control_variate: str | None = None,
         progress: bool = False,
+        max_unit_chars: int = MAX_UNIT_CHARS,
     ):
         name = get_estimator(estimator).name  # an unknown name is an error listing the registered ones
         check_flag(antithetic, "antithetic")
         check_flag(progress, "progress")
         if not is_integer(max_units) or max_units < 1:
             raise InputError(f"max_units must be an integer ≥ 1; got {max_units!r}")
+        if not is_integer(max_unit_chars) or max_unit_chars < 1:
+            raise InputError(f"max_unit_chars must be an integer ≥ 1; got {max_unit_chars!r}")
         if estimator_options is not None and not isinstance(estimator_options, Mapping):
             raise InputTypeError(
                 f"estimator_options must be a dict of the estimator's options; got {type(estimator_options).__name__}"
@@ -126,6 +133,7 @@ class ShapleyPruner:
         self.estimator, self.n_permutations, self.antithetic, self.seed = name, n_permutations, antithetic, seed
         self.device, self.max_units = None if device is None else resolve_device(device), max_units
         self.estimator_options, self.progress = dict(estimator_options or {}), progress
+        self.max_unit_chars = max_unit_chars
         if isinstance(model, PointwiseScorer):
             given = dict(
                 estimator=estimator if estimator != "monte_carlo" else None,
@@ -172,6 +180,11 @@ class ShapleyPruner:
         if not isinstance(query, str) or is_blank(query):
             raise InputError(
                 f"query must be a non-empty string (not only whitespace or invisible characters); got {query!r}"
+            )
+        if len(query) > self.max_unit_chars:
+            raise InputError(
+                f"the query is {len(query):,} characters, above max_unit_chars={self.max_unit_chars:,}; "
+                "shorten it (or raise max_unit_chars)"
             )
         if not sentences:
             raise InputError("empty context: give at least one sentence")
@@ -254,6 +267,12 @@ class ShapleyPruner:
         sentences = as_text_list(sentences, "sentences")
         self._check(query, sentences)
         units = self.units(sentences, titles)
+        long = next((i for i, u in enumerate(units) if len(u) > self.max_unit_chars), None)
+        if long is not None:  # before anything is embedded: a 100 MB sentence would take minutes and many GB
+            raise InputError(
+                f"sentence {long} is {len(units[long]):,} characters{' with its title' if titles is not None else ''}, "
+                f"above max_unit_chars={self.max_unit_chars:,}; split it into sentences (or raise max_unit_chars)"
+            )
         first: dict[str, int] = {}
         duplicates = [(first[u.strip()], i) for i, u in enumerate(units) if first.setdefault(u.strip(), i) != i]
         if duplicates:

@@ -7,13 +7,14 @@ model download.  Any callable ``str -> list`` can be passed instead, with its na
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
-from scp.core.selection import select
+from scp.core.selection import is_real, select
 from scp.data.text import as_text_list, is_blank
-from scp.errors import InputError
+from scp.errors import InputError, InputTypeError
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
@@ -71,6 +72,26 @@ class PruneResult:
         }
 
 
+def as_scores(scores, n: int) -> list[float]:
+    """``scores`` as a list of ``n`` floats: a list, tuple or 1-d array of finite real numbers (not bools), one
+    per sentence.  A generator, str, bytes, dict, set or nested list is an :class:`InputTypeError`, a wrong
+    count or a NaN / inf an :class:`InputError`, each naming ``scores`` and what it must be."""
+    what = f"scores must be a list or tuple of {n} finite numbers, one per sentence"
+    if getattr(scores, "ndim", None) == 1 and hasattr(scores, "tolist"):  # a 1-d numpy array or tensor
+        scores = scores.tolist()
+    if isinstance(scores, (str, bytes, Mapping, Set)) or not isinstance(scores, Sequence):
+        raise InputTypeError(f"{what}; got a {type(scores).__name__}")
+    if len(scores) != n:
+        raise InputError(f"got {len(scores)} scores for {n} sentences")
+    bad = next((i for i, x in enumerate(scores) if not is_real(x)), None)
+    if bad is not None:
+        raise InputTypeError(f"{what}; scores[{bad}] is a {type(scores[bad]).__name__}: {scores[bad]!r:.80}")
+    bad = next((i for i, x in enumerate(scores) if not math.isfinite(x)), None)
+    if bad is not None:
+        raise InputError(f"{what}; scores[{bad}] is {scores[bad]!r} (NaN or inf)")
+    return [float(x) for x in scores]
+
+
 def prune(
     sentences: Sequence[str],
     scores: Sequence[float],
@@ -92,8 +113,7 @@ def prune(
     sentences = as_text_list(sentences, "sentences")
     if not sentences:
         raise InputError("empty context: nothing to prune")
-    if len(scores) != len(sentences):
-        raise InputError(f"got {len(scores)} scores for {len(sentences)} sentences")
+    scores = as_scores(scores, len(sentences))
     blank = [i for i, t in enumerate(sentences) if is_blank(t)]
     if blank:
         raise InputError(
