@@ -13,7 +13,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -255,11 +255,45 @@ def _depth_exceeds(text: str, limit: int) -> bool:
     return bool(depth.size) and int(depth.max()) > limit
 
 
+def unique_keys(what: str) -> Callable[[list[tuple[str, Any]]], dict]:
+    """A ``json`` ``object_pairs_hook`` that builds each object as ``dict`` does but refuses a key given twice in
+    one object (Python's parser keeps the last silently, so a forged first value would be read one way by us and
+    another by a tool that keeps the first).
+
+    Raises:
+        DataFormatError: naming the key and ``what`` (the file or record), on one line.
+    """
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict:
+        obj = dict(pairs)
+        if len(obj) != len(pairs):
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    shown = repr(key) if len(key) <= 80 else repr(key[:80]) + "…"
+                    raise DataFormatError(
+                        f"{what} gives the key {shown} twice in one object; JSON readers disagree on which one "
+                        "counts, so scp reads neither: keep one"
+                    )
+                seen.add(key)
+        return obj
+
+    return hook
+
+
+def loads(text: str | bytes, what: str) -> Any:
+    """``json.loads(text)`` refusing a key given twice in one object (:func:`unique_keys`); other errors are
+    ``json``'s own (``JSONDecodeError``, ``RecursionError``), for callers that word them.  Files and records are
+    read with :func:`parse_json` / :func:`read_json`, which also bound the depth."""
+    return json.loads(text, object_pairs_hook=unique_keys(what))
+
+
 def parse_json(
     text: str | bytes, what: str, expect: type | tuple[type, ...] | None = None, max_depth: int = MAX_JSON_DEPTH
 ) -> Any:
-    """``text`` parsed as JSON, refused with one line naming ``what`` when it is not valid UTF-8 JSON, nests deeper
-    than ``max_depth`` or (with ``expect``) its top level is not of that type.
+    """``text`` parsed as JSON, refused with one line naming ``what`` when it is not valid UTF-8 JSON, gives a key
+    twice in one object (:func:`unique_keys`), nests deeper than ``max_depth`` or (with ``expect``) its top level is
+    not of that type.
 
     Raises:
         DataFormatError: naming ``what`` and the problem.
@@ -272,7 +306,7 @@ def parse_json(
     if _depth_exceeds(text, max_depth):
         raise DataFormatError(f"{what} nests lists or objects deeper than {max_depth} levels; no file of ours does")
     try:
-        obj = json.loads(text)
+        obj = loads(text, what)
     except json.JSONDecodeError as exc:
         raise DataFormatError(f"{what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     if expect is not None and not isinstance(obj, expect):
@@ -296,7 +330,8 @@ def read_json(
 
     Raises:
         MissingFileError: ``path`` does not exist.
-        DataFormatError: it is not a regular file, not valid JSON, too deep or of the wrong top-level type.
+        DataFormatError: it is not a regular file, not valid JSON, gives a key twice, is too deep or of the wrong
+            top-level type.
     """
     from scp.errors import MissingFileError
 
@@ -307,6 +342,35 @@ def read_json(
     if not path.is_file():
         raise DataFormatError(f"{what} is not a regular file")
     return parse_json(path.read_bytes(), what, expect=expect, max_depth=max_depth)
+
+
+def _open_lock(lock_file: Path, what: str) -> int:
+    """The descriptor of ``lock_file``, made with its folder if missing; one line naming the path and what it is
+    when it or its folder is in the way (never a bare errno)."""
+    blocker = file_above(lock_file)
+    if blocker is not None:
+        kind = _link_words(blocker) if blocker.is_symlink() else _kind(os.lstat(blocker).st_mode)
+        kind = "a file" if kind == "not a regular file" else kind
+        raise InputError(
+            f"cannot lock {what}: {blocker}, where scp keeps the lock file {lock_file.name}, is {kind}, not a "
+            "folder; move it away"
+        )
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        st = os.lstat(lock_file)
+    except FileNotFoundError:
+        pass
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            kind = _link_words(lock_file) if stat.S_ISLNK(st.st_mode) else _kind(st.st_mode)
+            raise InputError(
+                f"cannot lock {what}: its lock file {lock_file} is {kind}, not a regular file; remove it "
+                "(scp makes the file itself)"
+            )
+    try:
+        return os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:  # made a link or a folder meanwhile, or not writable
+        raise InputError(f"cannot lock {what}: cannot open its lock file {lock_file} ({error.strerror})") from None
 
 
 @contextmanager
@@ -322,10 +386,10 @@ def exclusive_lock(lock_file: str | os.PathLike, what: str, wait: bool = False) 
 
     Raises:
         SCPError: another process holds the lock (only when ``wait`` is false).
+        InputError: the lock file is not a regular file (a symbolic link, a folder, …) or its folder is a file.
     """
     lock_file = Path(lock_file)
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    fd = _open_lock(lock_file, what)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -480,6 +480,31 @@ def test_model_card_and_resume_check_what_they_read(tiny, tmp_path):
         assert str(partial.last_path) in one_line(info.value)
 
 
+def _adam_moment(p):
+    state = p["optimizer"]["state"]
+    state[next(iter(state))]["exp_avg"] = torch.zeros(3, 3)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda p: p.update(epoch=7), "after epoch 7, outside the run's plan of epochs 1 to 3"),
+        (_adam_moment, "optimizer state 'exp_avg' of .* has shape \\(3, 3\\)"),
+    ],
+    ids=["epoch beyond the plan", "Adam moment of another shape"],
+)
+def test_resume_checks_the_epoch_and_the_optimizer_shapes(change, words, tiny, tmp_path):
+    emb, (tr, va), _ = tiny
+    config = tiny_config(epochs=3)
+    partial = train(config, tr, va, tmp_path, emb.id, progress=False, stop_after_epochs=1)
+    rewrite(partial.last_path, partial.last_path, change)  # re-sealed: its checksums hold
+    before = partial.last_path.read_bytes()
+    with pytest.raises(CheckpointError, match=words) as info:
+        train(config, tr, va, tmp_path, emb.id, resume=True, progress=False)
+    assert str(partial.last_path) in one_line(info.value)
+    assert partial.last_path.read_bytes() == before  # nothing trained, nothing rewritten
+
+
 def test_every_config_field_type_is_understood():
     import dataclasses
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from scp.data.datasets import DATA_DIR_ENV, Example
 from scp.errors import DataFormatError, DataUnavailableError
+from scp.io import loads
 from scp.lineage import note_read
 
 __all__ = ["CASES_FOLDER", "EVIDENCE_ROLE", "TABLE19", "case_path", "load_case"]
@@ -81,7 +82,7 @@ def load_case(name: str = TABLE19, path: str | os.PathLike[str] | None = None) -
     p = case_path(name, path)
     note_read(p, "data")
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        doc = loads(p.read_text(encoding="utf-8"), str(p))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataFormatError(f"{p}: not a JSON case file ({exc})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("question"), str) or not doc.get("sentences"):

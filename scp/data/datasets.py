@@ -39,6 +39,7 @@ import numpy as np
 
 from scp.data.text import is_blank, split_sentences
 from scp.errors import DataFormatError, DataUnavailableError, InputError
+from scp.io import unique_keys
 from scp.lineage import note_read
 
 Granularity = Literal["sentence", "paragraph"]
@@ -214,7 +215,7 @@ def _located_records(path: Path) -> Iterator[Located]:
     try:
         with (gzip.open if gz else open)(path, "rt", encoding="utf-8") as fh:
             if is_array:
-                data = json.load(fh)
+                data = json.load(fh, object_pairs_hook=unique_keys(str(path)))
                 if not isinstance(data, list):
                     kind = type(data).__name__
                     raise DataFormatError(f"{path}: a .json file must hold one JSON array of records, not a {kind}")
@@ -224,7 +225,8 @@ def _located_records(path: Path) -> Iterator[Located]:
                 for lineno, line in enumerate(fh, 1):
                     after = f" after line {lineno}"
                     if line.strip():
-                        yield _record(f"{path} line {lineno}", json.loads(line))
+                        where = f"{path} line {lineno}"
+                        yield _record(where, json.loads(line, object_pairs_hook=unique_keys(where)))
     except json.JSONDecodeError as error:
         line = error.lineno if is_array else lineno
         raise DataFormatError(f"{path} line {line}: not valid JSON ({error.msg} at column {error.colno})") from error

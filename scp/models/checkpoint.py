@@ -47,8 +47,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from scp.errors import InputError, SCPError, warn_user
-from scp.io import atomic_open, read_json
+from scp.errors import DataFormatError, InputError, SCPError, warn_user
+from scp.io import atomic_open, loads, read_json
 from scp.lineage import note_read, note_write
 
 __all__ = [
@@ -269,7 +269,9 @@ def _load_safetensors(blob: bytes, path: Path, fmt: str | None) -> dict:
     if n > min(MAX_HEADER, size - 8):
         raise _unreadable(path, f"its header claims {n} bytes, the file has {size - 8} after the length")
     try:
-        header = json.loads(blob[8 : 8 + n].decode("utf-8"))
+        header = loads(blob[8 : 8 + n].decode("utf-8"), "its header")
+    except DataFormatError as error:  # a key given twice: read one way here, another by safetensors
+        raise CheckpointError(f"checkpoint {path}: {error}: {_REDO}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as error:
         raise _unreadable(path, f"its header is not valid JSON: {str(error)[:120]}") from None
     meta = header.get("__metadata__") if isinstance(header, dict) else None
@@ -312,7 +314,7 @@ def _load_safetensors(blob: bytes, path: Path, fmt: str | None) -> dict:
         raise _unreadable(path, f"{type(error).__name__}: {reason}") from None
     used: set = set()
     try:
-        body = json.loads(meta.get("scp"))
+        body = loads(meta.get("scp"), "its 'scp' metadata")
         payload = _decode(body, tensors, used)
         if set(tensors) - used:
             raise ValueError(f"tensors {sorted(set(tensors) - used)[:3]} belong to no entry")
@@ -322,14 +324,23 @@ def _load_safetensors(blob: bytes, path: Path, fmt: str | None) -> dict:
 
 
 def _check_card(path: Path, blob: bytes) -> None:
-    """A shipped model (``models/NAME.safetensors`` with its card ``NAME.json`` beside it, naming it) must still be
-    the file its card describes: a file swapped or edited after ``scp ship`` is a :class:`CheckpointError`."""
+    """A shipped model (``models/NAME.safetensors`` with its card ``NAME.json`` beside it) must still be the file
+    its card describes: a card (an object with ``model`` or ``sha256``) naming another file than ``NAME.safetensors``,
+    or a file swapped or edited after ``scp ship``, is a :class:`CheckpointError`."""
     card_path = path.with_suffix(".json")
     if path.suffix != SUFFIX or not card_path.is_file():
         return
     card = read_json(card_path, f"model card {card_path}")
-    if card.get("model") != path.name:  # a JSON file of another kind beside it
+    if "model" not in card and "sha256" not in card:  # a JSON file of another kind beside it
         return
+    if card.get("model") != path.name:  # a card renamed, or its model field edited, to sit beside another model
+        named = repr(card.get("model"))
+        named = named if len(named) <= 80 else named[:80] + "…"
+        raise CheckpointError(
+            f"{path} is not the model its card {card_path} describes (the card is that of {named}): a model or card "
+            f"was renamed or edited after shipping; restore both (git checkout -- {path} {card_path}), or ship the "
+            "run you mean with `scp ship`"
+        )
     actual = hashlib.sha256(blob).hexdigest()
     if card.get("sha256") != actual:
         raise CheckpointError(

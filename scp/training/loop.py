@@ -157,6 +157,20 @@ def cosine_schedule(total_steps: int, warmup: float):
     return factor
 
 
+def _check_optimizer_shapes(model: nn.Module, opt: torch.optim.Optimizer, path: Path) -> None:
+    """Every per-parameter tensor of a restored optimizer state (Adam's moments) has its parameter's shape: torch's
+    ``load_state_dict`` does not check, and ``opt.step`` would fail mid-epoch with a RuntimeError."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    for param in model.parameters():
+        for key, value in opt.state.get(param, {}).items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape != param.shape:
+                raise checkpoint.CheckpointError(
+                    f"checkpoint {path}: its optimizer state {key!r} of {names[id(param)]} has shape "
+                    f"{tuple(value.shape)}, the parameter {tuple(param.shape)}: start again without --resume or "
+                    "restore a good copy"
+                )
+
+
 def train(
     config: TrainConfig,
     train_contexts: Sequence[Context],
@@ -216,6 +230,12 @@ def train(
         state = read_checkpoint(last_path, RESUME_ENTRIES)
         if not same_config(state["config"], config) or state["data_hash"] != meta["data_hash"]:
             raise InputError(f"cannot resume from {last_path}: it was written for another config or other data")
+        done = state["epoch"]
+        if type(done) is not int or not 1 <= done <= config.epochs:
+            raise checkpoint.CheckpointError(
+                f"checkpoint {last_path} says it is the state after epoch {done!r}, outside the run's plan of "
+                f"epochs 1 to {config.epochs}: start again without --resume or restore a good copy"
+            )
         load_weights(model, state["weights"], last_path)
         try:
             opt.load_state_dict(state["optimizer"])
@@ -229,6 +249,7 @@ def train(
                 f"restored ({' '.join(str(error).split())[:200]}): start again without "
                 "--resume or restore a good copy"
             ) from None
+        _check_optimizer_shapes(model, opt, last_path)
         history, best_auc, start_epoch, seconds = (
             state["history"],
             state["best_val_auc"],
