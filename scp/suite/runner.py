@@ -987,7 +987,8 @@ def run(
             def more(name: str) -> list[str]:  # committed runs: what became stale when name's results landed
                 found = _now_stale(name, todo) if committed else {}
                 for n in [n for n in found if n not in wanted]:
-                    echo(f"[stale] {n}: now that {name} landed ({found.pop(n)[0]}); scp run {n} reruns it", flush=True)
+                    why = next(r for r in found.pop(n) if r.startswith("model changed"))
+                    echo(f"[stale] {n}: now that {name} landed ({why}); scp run {n} reruns it", flush=True)
                 for n, why in found.items():
                     if n not in locked:
                         held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
