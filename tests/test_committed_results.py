@@ -26,6 +26,8 @@ def test_each_run_lists_what_it_read_and_only_what_it_declares(name):
     assert all(len(e["sha256"]) == 64 and e["bytes"] > 0 for e in prov["data_files"] + prov["models"])
     assert prov["versions"]["scp"] and prov["versions"]["numpy"] and prov["wall_time_s"] > 0
     others = {n: read_provenance(n) for n in NAMES if n != name}
+    if status([name])[name]:  # a stale run may have read trained runs whose producers' runs were replaced since
+        return
     assert uncovered_reads(decl, prov, others) == []
 
 

@@ -258,3 +258,11 @@ def test_the_runners_own_modules_rerun_nothing(tmp_path):
         path.write_text(json.dumps(doc))
     assert not any(status(results_dir=tmp_path / "results").values())
     assert not set(code_digests("07_convex_deepsets")) & graph.ORCHESTRATION
+
+
+def test_a_model_read_from_the_store_is_the_reference_for_other_readers():
+    run = "runs/models/a/best.safetensors"
+    fresh = {"models": [{"path": run, "sha256": "a" * 64}], "store": {run: {"key": "k", "sha256": "a" * 64}}}
+    old = {"models": [{"path": run, "sha256": "b" * 64}]}
+    found = graph.model_mismatches({"02": fresh, "13": old})
+    assert list(found) == ["13"] and "read from the model store" in found["13"][0]

@@ -552,26 +552,31 @@ def status(
 
 def model_mismatches(provs: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[str]]:
     """``{name: reasons}`` for every notebook whose run read a trained model (a ``runs/`` or store file) with another
-    sha256 than the run that wrote it recorded (``models_written`` of any notebook's run; for a store entry, any
-    other notebook that read the same key): results that rest on another model than the one their producer's
-    results rest on.  Validity is by content, so this, not the commit a run was made at, links notebooks."""
+    sha256 than the run that wrote it recorded (``models_written`` of any notebook's run), or than a run that read
+    it from the model store (its ``store`` entry: the key is the lineage); with neither, than another reader:
+    results that rest on another model than the one their producer's results rest on.  Validity is by content,
+    so this, not the commit a run was made at, links notebooks."""
     written: dict[str, tuple[str, str]] = {}
     for n, prov in provs.items():
         for e in (prov or {}).get("models_written", ()):
             written[e["path"]] = (n, e["sha256"])
     read: dict[str, dict[str, str]] = {}
+    stored: dict[str, tuple[str, str]] = {}  # path -> (a notebook whose run read it from the model store, sha256)
     for n, prov in provs.items():
         for e in (prov or {}).get("models", ()):
             if e["path"].startswith(TRAINED_PREFIXES):
                 read.setdefault(e["path"], {})[n] = e["sha256"]
+        for path, entry in ((prov or {}).get("store") or {}).items():
+            stored.setdefault(path, (n, entry["sha256"]))
     out: dict[str, list[str]] = {}
     for path, readers in sorted(read.items()):
         for n, digest in readers.items():
-            producer = written.get(path)
+            producer = written.get(path) or stored.get(path)
             if producer is not None and producer[0] != n and producer[1] != digest:
                 out.setdefault(n, []).append(
-                    f"model changed: {path} is not the one {producer[0]}'s run wrote "
-                    f"(sha256 {digest[:12]} read, {producer[1][:12]} written)"
+                    f"model changed: {path} is not the one {producer[0]}'s run "
+                    f"{'wrote' if path in written else 'read from the model store'} "
+                    f"(sha256 {digest[:12]} read, {producer[1][:12]} there)"
                 )
             elif producer is None:
                 others = sorted(m for m, d in readers.items() if m != n and d != digest)
