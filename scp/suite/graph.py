@@ -530,21 +530,18 @@ def status(
     root = Path(root or _dirs()[2])
     tracked = _tracked(root)
     out: dict[str, list[str]] = {}
+    provs: dict[str, Any] = {}
     for n in order(decls, depends(decls)):
+        provs[n] = None
         try:
-            reasons = _own_reasons(n, read_provenance(n, results_dir), params_dir, notebooks_dir, root, tracked)
+            provs[n] = read_provenance(n, results_dir)
+            reasons = _own_reasons(n, provs[n], params_dir, notebooks_dir, root, tracked)
         except DataFormatError as exc:
             reasons = [f"its provenance.json is unreadable: {exc}"]
         outlook = swap_outlook(n)  # a run cut while replacing its folders: what the next run will do with it
         if outlook is not None:
             reasons.insert(0, outlook)
         out[n] = reasons
-    provs = {}
-    for n in decls:
-        try:
-            provs[n] = read_provenance(n, results_dir)
-        except DataFormatError:
-            provs[n] = None
     for n, reasons in model_mismatches(provs).items():
         out[n] += reasons
     return {n: out[n] for n in order(names, depends(decls))}
