@@ -4,6 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= embed,notebooks,llm,dev,ray,langchain,llamaindex,book,peers
 JOBS   ?= $(shell nproc)
+FIGURES_ARGS ?=
 export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
 .PHONY: setup lint test figures book smoke lab bench reproduce clean
@@ -37,9 +38,10 @@ test: lint
 	$(BIN)/python -m pytest -q -n $(shell nproc) --dist loadgroup --no-loadscope-reorder --durations=15 -rs
 
 # every notebook with its full parameters, incrementally (skips those whose inputs equal what their committed
-# provenance records), independent notebooks side by side; then figures/README.md and README.md's suite table
+# provenance records), independent notebooks side by side; then figures/README.md and README.md's suite table;
+# FIGURES_ARGS=--force reruns every notebook (a cold regeneration)
 figures: setup
-	$(BIN)/scp run all -j $(JOBS)
+	$(BIN)/scp run all -j $(JOBS) $(FIGURES_ARGS)
 	$(BIN)/python -m scp.suite.gallery
 	$(BIN)/python -m scp.suite.book collect
 
