@@ -259,10 +259,11 @@ def _run(args) -> int:
     """``scp run``: refuse unknown notebooks (the standard library alone), then load the runner and run the rest
     (:func:`scp.suite.runner._cli`)."""
     check_names(["all"] if args.all else args.names)
-    from scp.experiments.plan import staged_configs
+    from scp.experiments.plan import stage_priority, staged_configs
     from scp.suite.runner import _cli
 
     args.planner = staged_configs  # the models each notebook trains: the runner trains them first, into the store
+    args.priority = stage_priority  # the paper's networks, then the longest trainings first
     return _cli(args)
 
 

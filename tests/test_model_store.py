@@ -171,3 +171,15 @@ def test_an_inner_phase_pauses_the_outer_one(tmp_path, monkeypatch):
     train()
     totals = phases.read_totals(tmp_path / "t.json")
     assert 0.19 < totals["embedding"] < 0.3 and 0.19 < totals["training"] < 0.3
+
+
+def test_the_stage_trains_in_the_planners_priority_paper_first_then_longest(data_dir, tmp_path):
+    from scp.experiments.plan import stage_priority
+
+    paper = config_from_preset("paper", datasets=("hotpotqa",), val_dataset="hotpotqa", epochs=1, max_train_examples=12)
+    small, long = tiny(), tiny(epochs=3)
+    given = [small, long, paper]
+    assert [e.config for e in model_store.entries(given, tmp_path)] == given  # no priority: the order given
+    ordered = [e.config for e in model_store.entries(given, tmp_path, stage_priority)]
+    assert ordered == [paper, long, small]
+    assert [e.config for e in model_store.entries([small, small], tmp_path)] == [small]  # one lineage, one entry

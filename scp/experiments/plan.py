@@ -45,6 +45,7 @@ from scp.training.runs import run_name
 
 __all__ = [
     "staged_configs",
+    "stage_priority",
     "HUB_EMBEDDERS",
     "NO_TRAINING",
     "PLANS",
@@ -227,6 +228,12 @@ def training_cost(config: TrainConfig) -> float:
     return float(n * units * config.epochs * config.hidden)
 
 
+def stage_priority(config: TrainConfig) -> tuple[bool, float]:
+    """The training stage's order, smallest first: the paper's 3.03M networks, then by :func:`training_cost`,
+    most expensive first (so that the longest trainings never start last on a worker)."""
+    return (not _is_paper(config), -training_cost(config))
+
+
 def _is_paper(config: TrainConfig) -> bool:
     """The paper's 3.03M network: the architecture of preset "paper" (whatever else the notebook changed)."""
     return all(getattr(config, k) == getattr(PAPER, k) for k in ("model", "hidden", "latent"))
@@ -264,7 +271,7 @@ def trained_configs(
     unique: dict[str, TrainConfig] = {}
     for c in configs:
         unique.setdefault(run_name(c), c)
-    order = sorted(unique, key=lambda run: (not _is_paper(unique[run]), -training_cost(unique[run]), run))
+    order = sorted(unique, key=lambda run: (*stage_priority(unique[run]), run))
     return [unique[run] for run in order]
 
 

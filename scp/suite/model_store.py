@@ -57,11 +57,14 @@ __all__ = [
     "LINEAGE_FILE",
     "STORE_ENV",
     "StageReport",
+    "embedded_texts",
+    "entries",
     "lineage",
     "materialize",
     "store_dir",
     "train_missing",
     "training_code",
+    "training_examples",
 ]
 
 
@@ -116,7 +119,7 @@ def _examples_of(data_key: str) -> tuple[list, list, list[str]]:
     return train, val, [str(f) for f in files]
 
 
-def _examples(config) -> tuple[list, list, list[str]]:
+def training_examples(config) -> tuple[list, list, list[str]]:
     """Training and validation examples of a config (:func:`scp.training.runs.split_examples_for`, read once per
     datasets and limits) and the data files they come from (:func:`scp.data.datasets.dataset_file`)."""
     return _examples_of(_data_key(config))
@@ -128,7 +131,7 @@ def _config_json(config) -> str:
     return json.dumps(jsonable(dataclasses.asdict(config)), sort_keys=True)
 
 
-def _texts(examples: Sequence, with_title: bool) -> list[str]:
+def embedded_texts(examples: Sequence, with_title: bool) -> list[str]:
     """Every text :func:`scp.data.features.contexts_from_examples` embeds for ``examples``, in its order."""
     return [ex.query for ex in examples] + [u for ex in examples for u in ex.unit_texts(with_title=with_title)]
 
@@ -147,8 +150,8 @@ def _embeddings_of(config, embedder) -> str:
     embedder)."""
     key = (_data_key(config), bool(config.with_title), embedder.cache_id)
     if key not in _FINGERPRINTS:
-        train, val, _ = _examples(config)
-        _FINGERPRINTS[key] = _fingerprint(embedder, _texts([*train, *val], config.with_title))
+        train, val, _ = training_examples(config)
+        _FINGERPRINTS[key] = _fingerprint(embedder, embedded_texts([*train, *val], config.with_title))
     return _FINGERPRINTS[key]
 
 
@@ -162,7 +165,7 @@ def lineage(config, embedder=None) -> dict[str, Any]:
     from scp.suite.notebook import shown_path
     from scp.training.loop import ids_hash
 
-    train, val, files = _examples(config)
+    train, val, files = training_examples(config)
     embedder = embedder or CachedEmbedder(get_embedder(config.embedder))
     return {
         "config": json.loads(_config_json(config)),
@@ -196,20 +199,15 @@ class Entry:
         return (self.path / "best.safetensors").is_file() and (self.path / LINEAGE_FILE).is_file()
 
 
-def _cost(config) -> float:
-    """A training-time estimate for ordering (larger first): parameters × epochs × permutations × examples."""
-    width = config.hidden * (config.latent + 384) + config.latent * config.hidden
-    examples = config.max_train_examples or 1000
-    return float(width) * config.epochs * max(1, config.n_permutations) * examples * len(config.datasets)
-
-
-def entries(configs: Iterable, store: Path | None = None) -> list[Entry]:
-    """:class:`Entry` of each config (deduplicated: two configs with one lineage are one entry), longest first."""
+def entries(configs: Iterable, store: Path | None = None, priority: Callable[[Any], Any] | None = None) -> list[Entry]:
+    """:class:`Entry` of each config (deduplicated: two configs with one lineage are one entry), in the order of
+    ``priority(config)`` (smallest first; the runner passes :func:`scp.experiments.plan.stage_priority`, the paper's
+    networks and then the longest trainings first), else in the order given."""
     from scp.data.embedders import CachedEmbedder, get_embedder
     from scp.training.runs import run_name
 
     root, embedders, out, seen = store_dir(store), {}, [], set()
-    for config in sorted(configs, key=_cost, reverse=True):
+    for config in configs if priority is None else sorted(configs, key=priority):
         if config.embedder not in embedders:
             embedders[config.embedder] = CachedEmbedder(get_embedder(config.embedder))
         record = lineage(config, embedders[config.embedder])
@@ -239,7 +237,7 @@ def _prepared(config, cache_dir):
         if config.embedder not in _EMBEDDERS:
             _EMBEDDERS[config.embedder] = CachedEmbedder(get_embedder(config.embedder), cache_dir)
         embedder = _EMBEDDERS[config.embedder]
-        train, val, _ = _examples(config)
+        train, val, _ = training_examples(config)
         _PREPARED[data_key] = (
             contexts_from_examples(train, embedder, config.features, config.with_title),
             contexts_from_examples(val, embedder, config.features, config.with_title),

@@ -573,7 +573,7 @@ def set_aside(root: Path, runs: Sequence[str]) -> Path:
     return target
 
 
-def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, echo) -> dict[str, Any]:
+def _training_stage(todo, params_of, planner, priority, jobs: int, runs_dir: Path, store, echo) -> dict[str, Any]:
     """Train every model the notebooks ``todo`` plan that the model store lacks, then put each into
     ``runs_dir/models`` (:mod:`scp.suite.model_store`); plans again after each pass, since a plan may depend on
     models trained in the pass before (notebook 13's learning curve follows the variant validation chooses), until
@@ -587,7 +587,7 @@ def _training_stage(todo, params_of, planner, jobs: int, runs_dir: Path, store, 
         configs = {n: list(planner(n, params[n], runs_dir / "models")) for n in todo}
         _embedding_stage([c for cs in configs.values() for c in cs], jobs, embedded, echo)
         k0 = time.perf_counter()
-        fresh = [e for e in model_store.entries([c for cs in configs.values() for c in cs], store) if e.key not in done]
+        fresh = [e for e in model_store.entries([c for cs in configs.values() for c in cs], store, priority) if e.key not in done]
         keyed += time.perf_counter() - k0
         planned_by = {n: len(c) for n, c in configs.items() if c}
         if not fresh:
@@ -628,7 +628,7 @@ def _embedding_stage(configs: Sequence[Any], jobs: int, done: dict, echo) -> Non
     training and validation texts.  ``done`` collects the counts per (embedder, data, unit text); what it holds
     is not redone."""
     from scp.data.embed_stage import dataset_texts, fill_cache
-    from scp.suite.model_store import _examples, _texts
+    from scp.suite.model_store import embedded_texts, training_examples
 
     for c in configs:
         whole = c.max_train_examples is None and c.max_val_examples is None
@@ -640,8 +640,8 @@ def _embedding_stage(configs: Sequence[Any], jobs: int, done: dict, echo) -> Non
         if whole:
             texts = [t for d in names for t in dataset_texts(d, bool(c.with_title))]
         else:
-            train, val, _ = _examples(c)
-            texts = _texts([*train, *val], bool(c.with_title))
+            train, val, _ = training_examples(c)
+            texts = embedded_texts([*train, *val], bool(c.with_title))
         done[key] = out = fill_cache(c.embedder, texts, jobs=jobs)
         echo(
             f"[embed] {key[1]} ({c.embedder}, {'titled' if c.with_title else 'bare'} units): {out['distinct']} texts, "
@@ -814,6 +814,7 @@ def run(
     allow_dirty: bool = False,
     planner: Callable[[str, Mapping[str, Any], Path], Sequence[Any]] | None = None,
     store: str | Path | None = None,
+    priority: Callable[[Any], Any] | None = None,
 ) -> dict[str, Path]:
     """Run notebooks in dependency order, printing each one's name and time; stop at the first failure.
 
@@ -843,9 +844,11 @@ def run(
         planner: ``planner(name, parameters, models_root)`` lists the :class:`~scp.models.config.TrainConfig` of
             the models the notebook trains (``scp run`` passes :func:`scp.experiments.plan.staged_configs`); a run
             that is not a smoke run first trains what the model store lacks (:mod:`scp.suite.model_store`, ``jobs``
-            single-thread workers, longest first) and puts every planned model into the run's ``runs/models``, so
+            single-thread workers, in ``priority`` order) and puts every planned model into the run's ``runs/models``, so
             the notebooks only load.
         store: the model store's folder (default :func:`scp.suite.model_store.store_dir`).
+        priority: the order in which the stage trains what the store lacks, smallest ``priority(config)`` first
+            (``scp run`` passes :func:`scp.experiments.plan.stage_priority`); ``None``: the planners' order.
 
     Returns:
         ``{name: executed copy}`` of the notebooks that ran, in the order they were started.
@@ -923,7 +926,7 @@ def run(
         with tmp as target:
             runs_dir = Path(target).resolve() / "runs" if target is not None else RUNS
             if planner is not None and not smoke and todo:
-                stage = _training_stage(todo, mine_of, planner, jobs, runs_dir, store, echo)
+                stage = _training_stage(todo, mine_of, planner, priority, jobs, runs_dir, store, echo)
                 if committed:
                     _record_stage(stage)
 
@@ -1090,6 +1093,7 @@ def _cli(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             allow_dirty=args.allow_dirty,
             planner=getattr(args, "planner", None),
+            priority=getattr(args, "priority", None),
         )
     except SCPError:
         raise
