@@ -587,7 +587,8 @@ def _training_stage(todo, params_of, planner, priority, jobs: int, runs_dir: Pat
         configs = {n: list(planner(n, params[n], runs_dir / "models")) for n in todo}
         _embedding_stage([c for cs in configs.values() for c in cs], jobs, embedded, echo)
         k0 = time.perf_counter()
-        fresh = [e for e in model_store.entries([c for cs in configs.values() for c in cs], store, priority) if e.key not in done]
+        planned = [c for cs in configs.values() for c in cs]
+        fresh = [e for e in model_store.entries(planned, store, priority) if e.key not in done]
         keyed += time.perf_counter() - k0
         planned_by = {n: len(c) for n, c in configs.items() if c}
         if not fresh:
@@ -844,8 +845,8 @@ def run(
         planner: ``planner(name, parameters, models_root)`` lists the :class:`~scp.models.config.TrainConfig` of
             the models the notebook trains (``scp run`` passes :func:`scp.experiments.plan.staged_configs`); a run
             that is not a smoke run first trains what the model store lacks (:mod:`scp.suite.model_store`, ``jobs``
-            single-thread workers, in ``priority`` order) and puts every planned model into the run's ``runs/models``, so
-            the notebooks only load.
+            single-thread workers, in ``priority`` order) and puts every planned model into the run's
+            ``runs/models``, so the notebooks only load.
         store: the model store's folder (default :func:`scp.suite.model_store.store_dir`).
         priority: the order in which the stage trains what the store lacks, smallest ``priority(config)`` first
             (``scp run`` passes :func:`scp.experiments.plan.stage_priority`); ``None``: the planners' order.
