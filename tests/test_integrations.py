@@ -362,6 +362,7 @@ def test_chinese_and_japanese_text_is_split_at_its_own_sentence_ends(corpus):
     ]
     unclosed = ["彼は「本当に？", "と言った。", "次の文。"]  # an opening 「 with no 」 is ignored
     assert split_text("".join(unclosed)) == unclosed
+    assert split_text("円周率は３．１４です．次の文。") == ["円周率は３．１４です．", "次の文。"]  # a decimal point
     assert split_text("Tokyo（東京。首都）is big. It is old.") == ["Tokyo（東京。首都）is big.", "It is old."]
     for _, text in corpus[0]:  # English splits as split_sentences splits it
         assert split_text(text) == split_sentences(text)

@@ -63,7 +63,8 @@ _ASCII_LETTER = re.compile(r"[A-Za-z]")
 def _split_cjk(sentence: str) -> list[str]:
     """``sentence`` cut after each Chinese or Japanese sentence end (:data:`_CJK_ENDS`, a run of them, and the
     closing quotes or brackets right after), except inside a bracket pair such as 「…」 (a quoted sentence stays in
-    the sentence that quotes it); an opening bracket with no closing one is ignored."""
+    the sentence that quotes it) and at a full-width ． before a digit (a decimal point: ３．１４); an opening
+    bracket with no closing one is ignored."""
     if not any(ch in _CJK_ENDS for ch in sentence):
         return [sentence]
     matched, stack = set(), []
@@ -77,7 +78,7 @@ def _split_cjk(sentence: str) -> list[str]:
         ch = sentence[i]
         if i in matched:
             depth += 1 if ch in _CJK_PAIRS else -1
-        elif ch in _CJK_ENDS and depth == 0:
+        elif ch in _CJK_ENDS and depth == 0 and not (ch == "．" and sentence[i + 1 : i + 2].isdigit()):
             while i + 1 < len(sentence) and (sentence[i + 1] in _CJK_ENDS or sentence[i + 1] in _CJK_CLOSERS):
                 if i + 1 in matched:  # a closing bracket that belongs to an opening one before the cut
                     break
