@@ -8,7 +8,8 @@ length need no padding: :func:`encode_by_length` groups them by exact token coun
 through the embedder's own forward path, which gives the same bits as one text at a time (checked bit for bit on real
 HotpotQA units in ``tests/test_embed_stage.py``) at about twice the speed.  :func:`fill_cache` spreads the texts not
 yet cached over ``jobs`` one-thread worker processes; :func:`dataset_texts` lists every text a dataset's contexts
-embed, so a stage can prefill the cache before notebooks run.  The cache keys and ``cache_id`` are those of
+embed, so a stage can prefill the cache before notebooks run; :func:`embed_into_cache` does the same in this process
+for the few texts a pruning call has not seen (the framework adapters).  The cache keys and ``cache_id`` are those of
 :class:`~scp.data.embedders.CachedEmbedder`: what is filled here is what it reads.
 
 Command line::
@@ -32,6 +33,7 @@ import numpy as np
 
 from scp.data.datasets import _ALIASES, DATASET_KWARGS, load_dataset
 from scp.data.embedders import (
+    CachedEmbedder,
     Embedder,
     EmbeddingCache,
     SentenceTransformerEmbedder,
@@ -180,6 +182,57 @@ def _encode_group(embedder: Embedder, group: list[str], length: int, batch_size:
                 return np.concatenate([_run(embedder, [t]) for t in group])
             _SAME_BITS.add(shape)
     return out
+
+
+def embed_into_cache(
+    embedder: CachedEmbedder,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    progress: bool | None = None,
+    progress_from: int = 200,
+    chunk: int = 256,
+) -> int:
+    """Store in ``embedder``'s cache the vectors of the distinct ``texts`` it lacks, in this process: what
+    ``embedder.encode(texts)`` would store, bit for bit, sooner.  Returns how many texts were encoded.
+
+    For a padded embedder whose texts can be grouped (:func:`encode_by_length`: MiniLM on CPU, WordLlama), the
+    missing texts are sorted by exact token length and encoded ``chunk`` at a time by :func:`encode_by_length`;
+    for another padded one (MiniLM on a GPU, …) one text per forward pass as ``encode`` does; a non-padded embedder
+    (batching does not change its bits, and it is fast) is left to ``encode`` itself (0 is returned).  Each chunk is
+    stored as soon as it is encoded (an interrupted call keeps what it did).  A tqdm bar on stderr counts the texts
+    when there are at least ``progress_from`` to encode (``progress=True`` or ``False``: always or never)."""
+    from tqdm.auto import tqdm
+
+    if not isinstance(embedder, CachedEmbedder):
+        raise InputTypeError(f"embedder must be a CachedEmbedder (its cache is filled); got {type(embedder).__name__}")
+    texts = as_text_list(texts)
+    inner = embedder.embedder
+    if not inner.padded or not texts:
+        return 0
+    keys = [text_key(t) for t in texts]
+    missing = {k: t for k, t, v in zip(keys, texts, embedder.cache.get(keys)) if v is None}
+    if not missing:
+        return 0
+    todo_keys, todo = list(missing), list(missing.values())
+    if inner.needs_unicode:
+        _check_unicode(todo, inner.id)
+    grouped = _grouping_refused(inner) is None
+    lengths = token_lengths(inner, todo) if grouped else np.zeros(len(todo), dtype=np.int64)
+    order = np.argsort(lengths, kind="stable")
+    show = len(todo) >= progress_from if progress is None else bool(progress)
+    with tqdm(total=len(todo), desc=f"embedding new text ({inner.id})", unit="text", disable=not show) as bar:
+        for start in range(0, len(todo), chunk):
+            rows = order[start : start + chunk]
+            part = [todo[i] for i in rows]
+            if grouped:
+                vectors = encode_by_length(inner, part, batch_size, lengths=lengths[rows])
+            else:
+                vectors = inner.encode(part, batch_size=batch_size)  # padded: one text per pass
+            embedder.cache.put([todo_keys[i] for i in rows], vectors)
+            embedder.n_encoded += len(rows)
+            bar.update(len(rows))
+    return len(todo)
 
 
 # ---------------------------------------------------------------------------------------------------
