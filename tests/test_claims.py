@@ -120,7 +120,8 @@ def test_claims_are_read_with_their_verdicts(tmp_path):
         + '| "SCP is better" | Table 3 | 0.9 [0.8, 1.0] | contradicted |\n'
         + '| "SCP is better" | Table 3 | 0.9 | inconclusive: +0.039 [−0.040, +0.123] at n = 25; n ≈ 103 would decide |\n'
         + '| "SCP is better" | Table 3 | 0.9 | inconclusive: +0.000 [−0.007, +0.008] at n = 97; no n would decide |\n'
-        + '| "1.3" and “−0.8” for S6 and S1 | Table 19 | one case, exact values, no CI | contradicted |\n',
+        + '| "1.3" and “−0.8” for S6 and S1 | Table 19 | one case, exact values, no CI | contradicted |\n'
+        + '| "drops" | Table 17 | x | inconclusive: 0.894 [0.870, 0.915] against 0.906 at n = 100; n ≈ 310 would decide |\n',
     )
     claims = paper_claims(path)
     assert [verdict_of(c) for c in claims] == [
@@ -130,10 +131,11 @@ def test_claims_are_read_with_their_verdicts(tmp_path):
         "inconclusive",
         "inconclusive",
         "contradicted",
+        "inconclusive",
     ]
     assert claims[1].where == "Fig. 4c" and claims[1].ours == "$x|y$"
     assert claims[5].quotes() == ["1.3", "−0.8"]
-    assert tally(claims) == {"reproduced": 1, "contradicted": 2, "inconclusive": 2, "not tested here": 1}
+    assert tally(claims) == {"reproduced": 1, "contradicted": 2, "inconclusive": 3, "not tested here": 1}
 
 
 @pytest.mark.parametrize(
@@ -153,6 +155,8 @@ def test_claims_are_read_with_their_verdicts(tmp_path):
         ('| "SCP is better" | T. 3 | x | inconclusive: +0.04 [−0.04, +0.12] at n = 25; n ≈ 30 would decide |', "100"),
         ('| "SCP is better" | T. 3 | x | inconclusive: +0.04 [−0.04, +0.12] at n = 25; no n would decide |', "100"),
         ('| "SCP is better" | T. 3 | x | inconclusive: 0.00 [−0.04, +0.12] at n = 25; n ≈ 30 would decide |', "no n"),
+        ('| "SCP is better" | T. 3 | x | inconclusive: 0.89 [0.87, 0.92] against 0.86 at n = 9; n ≈ 9 would decide |', "0.86"),
+        ('| "SCP is better" | T. 3 | x | inconclusive: 0.89 [0.87, 0.92] against 0.91 at n = 9; n ≈ 9 would decide |', "about 21"),
     ],
 )
 def test_a_malformed_claim_is_one_line_naming_its_row(tmp_path, row, problem):

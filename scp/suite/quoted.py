@@ -201,7 +201,9 @@ CLAIMS_HEADING = "## The paper's claims"
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not tested here")
 """What a claim's verdict may say: *reproduced* (our interval supports the claim), *contradicted* (our interval
 excludes it), *inconclusive* (our interval holds both; the verdict gives the estimate, its interval, its ``n`` and the
-``n`` that would decide, see :func:`n_to_decide`), *not tested here* (followed by ``: why``)."""
+``n`` that would decide, see :func:`n_to_decide`: ``inconclusive: EST [LOW, HIGH] at n = N; n ≈ M would decide``, the
+interval of a difference around 0, or ``… [LOW, HIGH] against R at n = N; …`` around a value ``R``, the paper's or
+another method's), *not tested here* (followed by ``: why``)."""
 
 PAPERS = {"11_maxshapley": "maxshapley-paper.txt", "12_entropic_context_shaping": "ecs-paper.txt"}
 """The paper a notebook's claims quote, by notebook (file names of ``../shared/paper``); every other notebook quotes
@@ -212,7 +214,8 @@ _QUOTE = re.compile(r'^\s*(?:"[^"]+"|“[^”]+”)')
 _QUOTED = re.compile(r'"([^"]+)"|“([^”]+)”')
 _NUM = r"[−\-+]?\d+(?:\.\d+)?"
 _INCONCLUSIVE = re.compile(
-    rf"inconclusive:\s*(?P<est>{_NUM})\s*\[(?P<low>{_NUM}),\s*(?P<high>{_NUM})\]\s*at\s*\$?n\$?\s*=\s*(?P<n>[\d,]+)"
+    rf"inconclusive:\s*(?P<est>{_NUM})\s*\[(?P<low>{_NUM}),\s*(?P<high>{_NUM})\]\s*(?:against\s+(?P<ref>{_NUM})\s*)?"
+    rf"at\s*\$?n\$?\s*=\s*(?P<n>[\d,]+)"
     rf"[^;]*;\s*(?:\$?n\$?\s*≈\s*(?P<need>[\d,]+)\s+would decide|(?P<never>no \$?n\$? would decide)).*",
     re.DOTALL,
 )
@@ -261,9 +264,13 @@ def _check_inconclusive(verdict: str, where: str) -> None:
             f"{where}: an inconclusive verdict reads 'inconclusive: EST [LOW, HIGH] at n = N; n ≈ M would decide' "
             f"(or '…; no n would decide' for an estimate of 0), not {verdict!r}"
         )
-    est, low, high, n = _float(m["est"]), _float(m["low"]), _float(m["high"]), int(_float(m["n"]))
+    ref = _float(m["ref"]) if m["ref"] else 0.0
+    est, low, high = (round(_float(m[k]) - ref, 12) for k in ("est", "low", "high"))
+    n = int(_float(m["n"]))
     if not low <= est <= high or low > 0 or high < 0:
-        raise DataFormatError(f"{where}: {m['est']} [{m['low']}, {m['high']}] is no interval holding both sides of 0")
+        raise DataFormatError(
+            f"{where}: {m['est']} [{m['low']}, {m['high']}] is no interval holding both sides of {m['ref'] or 0}"
+        )
     need = n_to_decide(est, low, high, n)
     if m["never"]:
         if need is not None:
