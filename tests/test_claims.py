@@ -66,7 +66,7 @@ def test_every_quoted_claim_is_the_papers_words(name):
 
 
 PAPER_TEXT = (
-    "Figure 4:Ablation studies\\. \\(b\\) Recall improves with more Monte\\-Carlo samples; the defaultM=50M=50is "
+    "Figure 4:Ablation studies\\. Table[20](https://arxiv.org/html/2607.16209#A3.T20)shows it\\. \\(b\\) Recall improves with more Monte\\-Carlo samples; the defaultM=50M=50is "
     "marked\\. Notably, downgrading the embedding input \\(SentenceTransformer\\) to a shallow lexical model "
     "\\(Word2Vec\\) induces only a∼\\\\sim3% drop in AUC on\nHotpotQA while retaining strong multi\\-hop performance\\."
 )
@@ -80,6 +80,7 @@ PAPER_TEXT = (
         "induces only a ∼3% drop in AUC on HotpotQA",  # a line break in the text; its LaTeX source after the ∼
         "downgrading the embedding input … induces only a ∼3% drop",  # an elision between two parts, in order
         "Ablation studies. … (b) Recall improves",
+        "Table 20 shows it.",  # a link in the text: its words stay, its target goes
     ],
 )
 def test_a_quote_is_found_whatever_the_whitespace_and_escapes(quote):

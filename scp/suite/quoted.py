@@ -354,6 +354,7 @@ def verdict_of(claim: Claim) -> str:
 
 # ------------------------------------------------------------------------------------ the paper's words, found
 
+_LINK = re.compile(r"\[([^\]]*)\]\([^)\s]*\)")
 _LATEX_AFTER_MATH = re.compile(r"\\\\[A-Za-z]+")
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _ELISION = re.compile(r"\s*(?:\[…\]|…)\s*")
@@ -361,9 +362,11 @@ _ELISION = re.compile(r"\s*(?:\[…\]|…)\s*")
 
 def normalise(text: str) -> str:
     """Text as compared with the paper: without whitespace (the paper's text file loses the space around every
-    inline element: ``defaultM=50``), without the markdown escapes of its punctuation (``Monte\\-Carlo``) and
+    inline element: ``defaultM=50``), without its links' targets (``Table[20](https://…)`` reads ``Table20``), without
+    the markdown escapes of its punctuation (``Monte\\-Carlo``) and
     without the LaTeX source it repeats after a rendered formula (``a∼\\\\sim3%``).  Words and characters are
     compared as they are: a changed word, letter, digit or symbol is a misquote."""
+    text = _LINK.sub(r"\1", text)
     text = _LATEX_AFTER_MATH.sub("", text)
     text = _MARKDOWN_ESCAPE.sub(r"\1", text)
     return re.sub(r"\s+", "", text)
