@@ -7,7 +7,8 @@ each notebook's results carry in their provenance (written by the notebook itsel
 hand), and below it the ``make figures`` in a fresh clone (empty caches) that made them, which
 ``python -m scp.suite.gallery --cold-run CLONE`` reads from the clone's executed notebooks into :data:`COLD_RUN`.
 The section between the ``shipped-model`` markers of ``README.md`` is written from the model cards and notebook
-13's committed results (:func:`shipped_model_section`).
+13's committed results (:func:`shipped_model_section`), and the one between the ``claims-tally`` markers from each
+notebook's table of the paper's claims (:func:`claims_tally`).
 Folders of ``figures/`` that no notebook draws (:data:`OTHER_FIGURES`, e.g. the benchmarks' ``figures/bench/``) get a
 section of their own.  A figure without a caption is an error: every figure says what it shows.
 """
@@ -36,6 +37,7 @@ __all__ = [
     "gallery",
     "readme_table",
     "shipped_model_section",
+    "claims_tally",
     "main",
 ]
 
@@ -584,13 +586,37 @@ def shipped_model_section(root: Path = ROOT) -> str:
     return "\n".join([*lines, "", verdict])
 
 
+def claims_tally(root: Path = ROOT) -> str:
+    """The README's tally of the paper's claims: per notebook, how many claims its "The paper's claims" table
+    quotes (:func:`scp.suite.quoted.paper_claims`) and how many of them each verdict got, with the total."""
+    from scp.suite.quoted import VERDICTS, paper_claims, tally
+
+    lines = [
+        "| notebook | claims | " + " | ".join(VERDICTS) + " |",
+        "|---|" + "---:|" * (len(VERDICTS) + 1),
+    ]
+    total = dict.fromkeys(VERDICTS, 0)
+    for name in NOTEBOOKS:
+        path = root / "notebooks" / f"{name}.ipynb"
+        if not path.is_file():
+            continue
+        counts = tally(paper_claims(path))
+        for verdict, count in counts.items():
+            total[verdict] += count
+        cells = " | ".join(str(count) for count in counts.values())
+        lines.append(f"| [`{name}`](notebooks/{name}.ipynb) | {sum(counts.values())} | {cells} |")
+    cells = " | ".join(f"**{count}**" for count in total.values())
+    lines.append(f"| **all** | **{sum(total.values())}** | {cells} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
         prog="python -m scp.suite.gallery",
-        description="Write figures/README.md, the README's notebook table and its shipped-model numbers from "
-        "figures/, results/ and models/.",
+        description="Write figures/README.md, the README's notebook table, its shipped-model numbers and its "
+        "claims tally from figures/, results/, models/ and notebooks/.",
     )
     parser.add_argument(
         "--cold-run",
@@ -606,10 +632,11 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     try:
         replace_section(root / "README.md", "suite-table", readme_table(root))
         replace_section(root / "README.md", "shipped-model", shipped_model_section(root))
+        replace_section(root / "README.md", "claims-tally", claims_tally(root))
     except InputError as error:
         print(error, file=sys.stderr)
         return 1
-    print("wrote figures/README.md and the suite table and shipped-model numbers of README.md")
+    print("wrote figures/README.md and the suite table, shipped-model numbers and claims tally of README.md")
     return 0
 
 
