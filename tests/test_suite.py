@@ -136,7 +136,7 @@ def test_shipped_model_section_follows_the_cards_and_records(tmp_path):
     records["chosen_variant"] = "deepsets+structure"
     records_path.write_text(json.dumps(records))
     text = suite.shipped_model_section(tmp_path)
-    assert "| **SCP, shipped (`structure`)** | **0.961** [0.950, 0.973] |" in text  # a changed record moves the table
+    assert "| SCP, shipped (`structure`) | **0.961** [0.950, 0.973] |" in text  # bold: CI > 0
     assert "chose it again" in text and "chosen by the committed run |" not in text
     assert (
         "recipe beats its matched pointwise control: the paired difference over 3 seeds is +0.011 [+0.002, +0.020]"
@@ -152,3 +152,14 @@ def test_shipped_model_section_follows_the_cards_and_records(tmp_path):
     card_path.write_text(json.dumps(card))
     with pytest.raises(InputError, match="chosen_by names no notebook 13 variant"):
         suite.shipped_model_section(tmp_path)
+
+
+def test_the_readme_bolds_an_auc_only_where_a_paired_ci_separates_it_from_its_partner():
+    from scp.suite.gallery import _separated
+
+    def rows(low, high):
+        return {("v", "set"): {"diff_auc ci": [low, high]}, ("v", "control"): {}}
+
+    assert _separated(rows(0.001, 0.008), ("v", "set")) and not _separated(rows(0.001, 0.008), ("v", "control"))
+    assert _separated(rows(-0.008, -0.001), ("v", "control")) and not _separated(rows(-0.008, -0.001), ("v", "set"))
+    assert not any(_separated(rows(-0.007, 0.002), ("v", kind)) for kind in ("set", "control"))  # a tie: no bold
