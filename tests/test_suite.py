@@ -77,6 +77,16 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     table = suite.readme_table(root)
     assert "| not run yet |" in table and "Results made at commit `aaaaaaa`: 3 notebooks, 40.2 min" in table
     assert "busy 40.0 min of wall clock" in table and "ran no notebook (3 up to date; `scp run all` took 42 s)" in table
+    assert "That `make figures` took" not in table  # no whole-run wall clock was recorded
+    stages = {"training": {"embedding_s": 600.0, "stage_s": 1800.0, "trained": 97}}
+    (clone / "runs" / "stages.json").write_text(json.dumps(stages))
+    suite.record_cold_run(clone, root, note="two shared cores", wall_s=4800.0)
+    assert (
+        "That `make figures` took 80.0 min of wall clock on " in suite.readme_table(root)
+        and "set-up and planning 10.0 min, the embedding stage 10.0 min, the training stage 20.0 min (97 models "
+        "trained), the notebooks 40.0 min."
+        in suite.readme_table(root)
+    )
     record["results_commits"] = ["b" * 40 + " (dirty)"]  # a dirty tree stays visible in the README line
     path.write_text(json.dumps(record))
     assert "Results made at commit `bbbbbbb` (dirty): 3 notebooks" in suite.readme_table(root)

@@ -285,7 +285,7 @@ def busy_seconds(runs_dir: Path, names: Iterable[str]) -> float | None:
     return total
 
 
-def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
+def record_cold_run(clone: Path, root: Path = ROOT, note: str = "", wall_s: float | None = None) -> Path:
     """Write :data:`COLD_RUN` from ``make figures`` in ``clone`` (a fresh clone, started with an empty embedding
     cache and no ``runs/``): each notebook's time from its executed copy, their sum, the wall clock the suite kept
     the machine busy (:func:`busy_seconds`), the commits its results' provenance names, the last run into the
@@ -320,6 +320,7 @@ def record_cold_run(clone: Path, root: Path = ROOT, note: str = "") -> Path:
         },
         "cpu_count": os.cpu_count(),
         "note": note,
+        "wall_s": wall_s,
     }
     target = root / COLD_RUN
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -397,6 +398,24 @@ def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
     )
 
 
+def cold_run_line(cold: Mapping) -> str:
+    """One sentence on the whole recorded ``make figures`` (:data:`COLD_RUN` with ``wall_s``): its wall clock
+    from the command to its end, and where it went: set-up, the embedding and training stages
+    (``stages.training``), and the notebooks (the rest)."""
+    wall, stage = float(cold["wall_s"]), ((cold.get("stages") or {}).get("training") or {})
+    embed, staged = float(stage.get("embedding_s") or 0.0), float(stage.get("stage_s") or 0.0)
+    notebooks = float(cold.get("busy_s") or 0.0)
+    setup = max(0.0, wall - staged - notebooks)
+    trained = stage.get("trained")
+    models = f" ({trained} models trained)" if trained is not None else ""
+    return (
+        f"That `make figures` took {_minutes(wall, '')} of wall clock on {cold.get('cpu_count')} cores, from the "
+        f"command to its end: set-up and planning {_minutes(setup, '')}, the embedding stage "
+        f"{_minutes(embed, '')}, the training stage {_minutes(staged - embed, '')}{models}, the notebooks "
+        f"{_minutes(notebooks, '')}."
+    )
+
+
 def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = None) -> str:
     """The README's notebook → paper → wall time table (each notebook's ``wall_time_s`` in the provenance of the
     committed results), below it what :data:`COLD_RUN` recorded of the ``make figures`` that made them, and
@@ -431,6 +450,8 @@ def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = 
             )
         if cold.get("note"):
             lines[-1] += f" {cold['note']}"
+    if cold is not None and cold.get("wall_s") is not None:
+        lines += ["", cold_run_line(cold)]
     if stale is None and Path(root).resolve() == Path(ROOT).resolve():
         from scp.suite.graph import status
 
@@ -634,9 +655,12 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         "the fresh clone CLONE (its runs/*.ipynb) into " + str(COLD_RUN),
     )
     parser.add_argument("--note", default="", help="the conditions of that run, kept with its times")
+    parser.add_argument(
+        "--wall-s", type=float, default=None, help="that run's wall clock in seconds, from `make figures` to its end"
+    )
     args = parser.parse_args(argv)
     if args.cold_run:
-        print(f"recorded {record_cold_run(Path(args.cold_run), root, args.note)}")
+        print(f"recorded {record_cold_run(Path(args.cold_run), root, args.note, args.wall_s)}")
     (root / "figures" / "README.md").write_text(gallery(root) + "\n")
     try:
         replace_section(root / "README.md", "suite-table", readme_table(root))
