@@ -19,6 +19,8 @@ def test_committed_gallery_and_readme_table_are_current():
     readme = (suite.ROOT / "README.md").read_text()
     table = re.search(r"<!-- suite-table -->\n(.*?)<!-- /suite-table -->", readme, re.S).group(1)
     assert table == suite.readme_table() + "\n"
+    timing = re.search(r"<!-- figures-time -->\n(.*?)<!-- /figures-time -->", readme, re.S).group(1)
+    assert timing == suite.figures_time() + "\n"
 
 
 def test_every_folder_of_figures_is_in_the_gallery():

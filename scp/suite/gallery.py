@@ -398,6 +398,19 @@ def staleness_line(stale: Mapping[str, Sequence[str]]) -> str:
     )
 
 
+def figures_time(root: Path = ROOT) -> str:
+    """The README's line under its two commands: how long ``make figures`` takes, from :data:`COLD_RUN`."""
+    cold = cold_run(root)
+    if cold is None or cold.get("wall_s") is None:
+        return "How long `make figures` takes: not measured yet (no whole cold run is recorded)."
+    return (
+        f"How long they take: a cold `make figures FIGURES_ARGS=--force` (a fresh clone, empty caches and model "
+        f"store) took {_minutes(cold['wall_s'], '')} on {cold.get('cpu_count')} CPU cores "
+        f"(`{COLD_RUN}`; the suite table's last lines say where the time went). Afterwards `make figures` "
+        f"reruns only the stale notebooks."
+    )
+
+
 def cold_run_line(cold: Mapping) -> str:
     """One sentence on the whole recorded ``make figures`` (:data:`COLD_RUN` with ``wall_s``): its wall clock
     from the command to its end, and where it went: set-up, the embedding and training stages
@@ -664,6 +677,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     (root / "figures" / "README.md").write_text(gallery(root) + "\n")
     try:
         replace_section(root / "README.md", "suite-table", readme_table(root))
+        replace_section(root / "README.md", "figures-time", figures_time(root))
         replace_section(root / "README.md", "shipped-model", shipped_model_section(root))
         replace_section(root / "README.md", "claims-tally", claims_tally(root))
     except InputError as error:
