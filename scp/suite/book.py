@@ -332,8 +332,10 @@ def _number(x: float) -> str:
         return "∞" if x > 0 else "−∞"
     if x == int(x) and abs(x) < 1e15:
         text = f"{int(x):,}" if abs(x) >= 1e4 else str(int(x))
-    elif 1e-3 <= abs(x) < 1e5:
-        text = f"{x:.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+    elif 1e-3 <= abs(x) < 1e4:
+        text = f"{x:.4g}"
+    elif 1e4 <= abs(x) < 1e12:
+        text = f"{x:,.0f}"
     else:
         text = f"{x:.3g}"
     return text.replace("-", "−")
@@ -474,12 +476,17 @@ def _headline(root: Path, names: Sequence[str]) -> list[str]:
                 continue
             above = sum(r["ci_low"] > 0 for r in mine)
             below = sum(r["ci_high"] < 0 for r in mine)
-            said.append(f"{label[b]}: above on {above}, below on {below}, not separated on {len(mine) - above - below}")
+            said.append(
+                f"above {label[b]} on {above}, below it on {below} and not separated from it on "
+                f"{len(mine) - above - below}"
+            )
         if said:
             out += [
                 "",
-                f"Paired by test question (SCP − other, 95% CI; `results/{HEADLINE}/paired_differences.json`), "
-                f"of {len(variants)} test splits SCP is — " + "; ".join(said) + ".",
+                f"Paired by test question (SCP − other, 95% bootstrap CI, "
+                f"`results/{HEADLINE}/paired_differences.json`), SCP is, of the {len(variants)} test splits, "
+                + "; ".join(said)
+                + ".",
             ]
     figure = root / "figures" / HEADLINE / "auc_by_dataset.png"
     if figure.is_file():
@@ -671,6 +678,7 @@ div.scp-records th:nth-child(1) { width: 44%; }
 div.scp-records th:nth-child(3) { width: 22%; }
 div.scp-records td:nth-child(n+2) { font-variant-numeric: tabular-nums; }
 div.admonition.scp-provenance { font-size: 0.9em; }
+article table td small { white-space: nowrap; }
 """
 
 
