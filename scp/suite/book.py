@@ -417,12 +417,13 @@ HEADLINE = "02_reranking_auc"
 HEADLINE_METHODS = ("scp", "pointwise", "bm25", "cosine", "random")
 LANDING = "intro.md"
 """The book's first page, written by :func:`landing` (README follows it as a chapter of its own)."""
-_VARIANT_NAMES = {"hotpotqa": "HotpotQA", "2wiki": "2WikiMultiHopQA", "msmarco": "MS MARCO", "fever": "FEVER"}
+_VARIANT_NAMES = {"hotpotqa": "HotpotQA", "2wiki": "2Wiki", "msmarco": "MS MARCO", "fever": "FEVER"}
 
 
 def _variant(variant: str) -> str:
     if variant.startswith("musique-"):
-        return "MuSiQue (" + ", ".join(variant.split("-")[1:]) + ")"
+        unit, title = variant.split("-")[1:3]
+        return f"MuSiQue {unit}s, {'titled' if title == 'title' else 'bare'}"
     return _VARIANT_NAMES.get(variant, variant)
 
 
@@ -456,6 +457,10 @@ def _headline(root: Path, names: Sequence[str]) -> list[str]:
         f"95% bootstrap intervals, from `results/{HEADLINE}/auc_by_method.json` (commit "
         f"`{str((prov.get('git') or {}).get('commit', 'unknown'))[:7]}`, {_when(prov)}; {link}):",
         "",
+        "```{table} Pairwise AUC (bold) and its 95% bootstrap interval; n test questions per split",
+        ":class: scp-headline",
+        ":width: 100%",
+        "",
         "| test split | n | " + " | ".join(label[m] for m in methods) + " |",
         "|---|---|" + "---|" * len(methods),
     ]
@@ -463,6 +468,7 @@ def _headline(root: Path, names: Sequence[str]) -> list[str]:
         n = next((int(by[v, m]["n_used"]) for m in methods if (v, m) in by), 0)
         cells = [_ci(by[v, m], "auc") if (v, m) in by else "n/a" for m in methods]
         out.append(f"| {_variant(v)} | {n} | " + " | ".join(cells) + " |")
+    out.append("```")
     if pairs.is_file():
         diffs = [
             r
@@ -512,6 +518,18 @@ def _readme_example(root: Path) -> list[str]:
         if "ShapleyPruner" in block and "prune(" in block:
             return ["```python", block.rstrip("\n"), "```"]
     return []
+
+
+def _title(root: Path, name: str) -> str:
+    """A notebook's title: its first ``# `` heading."""
+    path = root / "notebooks" / f"{name}.ipynb"
+    cells = read_json(path, what=f"notebooks/{name}.ipynb")["cells"] if path.is_file() else []
+    for cell in cells:
+        if cell["cell_type"] == "markdown":
+            for line in _source(cell).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return name
 
 
 def landing(root: Path, names: Sequence[str]) -> str:
@@ -577,8 +595,9 @@ def landing(root: Path, names: Sequence[str]) -> str:
         "",
     ]
     for name in names:
-        what = NOTEBOOKS.get(name, ("", ""))
-        lines.append(f"{_chapter(name)}. [{what[0] or name}](notebooks/{name}.ipynb) — {what[1]}")
+        paper = NOTEBOOKS.get(name, ("", ""))[1]
+        entry = f"{_chapter(name)}. [{_title(root, name)}](notebooks/{name}.ipynb)"
+        lines.append(entry + (f" — {paper}." if paper else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -679,6 +698,9 @@ div.scp-records th:nth-child(3) { width: 22%; }
 div.scp-records td:nth-child(n+2) { font-variant-numeric: tabular-nums; }
 div.admonition.scp-provenance { font-size: 0.9em; }
 article table td small { white-space: nowrap; }
+table.scp-headline td, table.scp-headline th { font-size: 0.85em; padding: 0.3em 0.45em; }
+/* Long headings (a notebook's file name) wrap in the page's contents instead of scrolling it sideways. */
+nav.bd-toc-nav a, .bd-sidebar-secondary a { overflow-wrap: anywhere; }
 """
 
 
