@@ -831,6 +831,16 @@ def config(pages: Sequence[str]) -> tuple[str, str]:
     return json.dumps(conf, indent=1), json.dumps(toc, indent=1)  # JSON is YAML
 
 
+SCREENSHOTS = (
+    "intro.html",
+    "intro.html#the-headline-result",
+    "notebooks/00_cooperative_games_tutorial.html",
+    "notebooks/10_downstream_qa.html",
+    "notebooks/10_downstream_qa.html#recorded-numbers",
+    "BENCHMARKS.html",
+)
+"""The pages ``book check --screenshots`` saves when it names none: the landing page and its headline, notebooks
+00 and 10 (10 also at its recorded values), and BENCHMARKS."""
 MARKER = ".scp-book"
 """The file ``book build`` keeps in its output folder: the files it wrote there (paths under ``src/`` and ``html/``,
 relative to the folder).  A folder without it is built into only when it is empty; one with it only when every file
@@ -976,7 +986,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--only", nargs="*", default=None, metavar="NAME")
     k = sub.add_parser("check", help="open every page of a built site in headless Chromium")
     k.add_argument("--out", type=Path, default=ROOT / OUT)
-    k.add_argument("--screenshots", nargs="*", default=(), metavar="PAGE")
+    k.add_argument(
+        "--screenshots",
+        nargs="*",
+        default=None,
+        metavar="PAGE",
+        help=f"save PNGs of these pages (page.html or page.html#anchor) under OUT/screenshots; "
+        f"alone: {', '.join(SCREENSHOTS)}",
+    )
     args = parser.parse_args(argv)
     try:
         return _command(args)
@@ -998,7 +1015,8 @@ def _command(args) -> int:
     else:
         from scp.suite.browser import check_site
 
-        report = check_site(args.out / "html", screenshots=args.screenshots, shots_dir=args.out / "screenshots")
+        shots = SCREENSHOTS if args.screenshots == [] else args.screenshots or ()
+        report = check_site(args.out / "html", screenshots=shots, shots_dir=args.out / "screenshots")
         print(report.describe())
         return 0 if report.ok else 1
     return 0
