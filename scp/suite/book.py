@@ -6,14 +6,21 @@ of the run that made ``results/``, typeset math, the figures, the gallery, READM
   a cell that saves that figure (``plot.save(fig, "NAME/stem", …)``) becomes a link to the committed
   ``figures/NAME/stem.png``, so the page shows the committed file and the copy holds no image bytes.  It is
   refused unless the copy is that run's: the values the copy's cells recorded equal ``results/NAME/records.json``
-  and its papermill start lies within the run's provenance (``started_at`` … + ``wall_time_s``).
+  and its papermill start lies within the run's provenance (``started_at`` … + ``wall_time_s``).  The copy names
+  paths relative to the repository (:func:`relative_outputs`): a run writes into ``runs/scratch/NAME`` before its
+  folders land, and its outputs name that scratch folder on the machine it ran on.
 - ``python -m scp.suite.book build [--out DIR] [--only NAME ...]`` (``make book``) stages the pages under
-  ``DIR/src`` — the repository's layout, so every relative link of README.md resolves — with a provenance note on
-  top of each notebook page (commit, run time, parameters, data files), and builds ``DIR/html`` with execution
-  off.  MathJax 3 is served from the site itself (``django-static-mathjax``), so math typesets offline.  ``DIR`` is
+  ``DIR/src`` — the repository's layout, so every relative link of README.md resolves — and builds ``DIR/html``
+  with execution off.  The book opens on a page for readers (:func:`landing`: what SCP is, the paper, the headline
+  table and figure read from ``results/02_reranking_auc``, how to run it, the chapters); each notebook is a
+  numbered chapter with its provenance on top (commit, run time, parameters, files read), a warning banner when
+  ``scp run all --status`` finds it stale, its parameter cells folded and papermill's removed, its recorded values
+  as one rounded table and no machine path in its outputs (:func:`stage`); README, BENCHMARKS, the gallery and
+  the other Markdown pages carry their provenance too (:func:`page_provenance`).  MathJax 3 is served from the site itself (``django-static-mathjax``), so math typesets offline.  ``DIR`` is
   an empty or new folder, or one a build made (its marker ``DIR/.scp-book`` lists the files it wrote): a rebuild
   replaces those and nothing else, and a folder holding anything else is refused in one line.
-- ``python -m scp.suite.book check [--out DIR]`` opens every page in headless Chromium (:mod:`scp.suite.browser`).
+- ``python -m scp.suite.book check [--out DIR] [--screenshots [PAGE ...]]`` opens every page in headless Chromium
+  (:mod:`scp.suite.browser`) and saves screenshots (alone: :data:`SCREENSHOTS`) under ``DIR/screenshots``.
 """
 
 from __future__ import annotations
@@ -219,6 +226,8 @@ def _when(prov: dict) -> str:
 def _duration(seconds: Any) -> str:
     if not isinstance(seconds, (int, float)):
         return "an unknown time"
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f} h"
     return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
@@ -699,6 +708,8 @@ div.scp-records td:nth-child(n+2) { font-variant-numeric: tabular-nums; }
 div.admonition.scp-provenance { font-size: 0.9em; }
 article table td small { white-space: nowrap; }
 table.scp-headline td, table.scp-headline th { font-size: 0.85em; padding: 0.3em 0.45em; }
+/* A notebook's data frames in smaller type, so that more of a wide one fits. */
+div.cell_output table.dataframe { font-size: 0.8em; }
 /* Long headings (a notebook's file name) wrap in the page's contents instead of scrolling it sideways. */
 nav.bd-toc-nav a, .bd-sidebar-secondary a { overflow-wrap: anywhere; }
 """
