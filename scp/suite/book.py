@@ -16,9 +16,10 @@ of the run that made ``results/``, typeset math, the figures, the gallery, READM
   numbered chapter with its provenance on top (commit, run time, parameters, files read), a warning banner when
   ``scp run all --status`` finds it stale, its parameter cells folded and papermill's removed, its recorded values
   as one rounded table and no machine path in its outputs (:func:`stage`); README, BENCHMARKS, the gallery and
-  the other Markdown pages carry their provenance too (:func:`page_provenance`).  MathJax 3 is served from the site itself (``django-static-mathjax``), so math typesets offline.  ``DIR`` is
-  an empty or new folder, or one a build made (its marker ``DIR/.scp-book`` lists the files it wrote): a rebuild
-  replaces those and nothing else, and a folder holding anything else is refused in one line.
+  the other Markdown pages carry their provenance too (:func:`page_provenance`).  MathJax 3 is served from the
+  site itself (``django-static-mathjax``), so math typesets offline.  ``DIR`` is an empty or new folder, or one a
+  build made (its marker ``DIR/.scp-book`` lists the files it wrote): a rebuild replaces those and nothing else,
+  and a folder holding anything else is refused in one line.
 - ``python -m scp.suite.book check [--out DIR] [--screenshots [PAGE ...]]`` opens every page in headless Chromium
   (:mod:`scp.suite.browser`) and saves screenshots (alone: :data:`SCREENSHOTS`) under ``DIR/screenshots``.
 """
