@@ -219,10 +219,11 @@ def test_the_browser_check_fails_on_what_a_reader_should_not_meet(tmp_path):
         "<pre># Parameters\nn = 10\n</pre></div></div>"
         f'<div style="width: 300px"><pre style="overflow-x: auto">{long}</pre></div>'
         '<button class="search-button-field">Search</button><button class="search-button-field">Search</button>'
+        '<article class="bd-article"><p>a page of the book with no provenance</p></article>'
         "</body></html>"
     )
     problems = "\n".join(check_site(tmp_path).problems)
-    for expected in ("temporary or home paths", "parameter cells visible", "scroll sideways", "2 search boxes"):
+    for expected in ("temporary or home paths", "parameter cells", "sideways", "2 search boxes", "no provenance"):
         assert expected in problems, problems
     fine = tmp_path / "fine"
     fine.mkdir()
@@ -232,7 +233,8 @@ def test_the_browser_check_fails_on_what_a_reader_should_not_meet(tmp_path):
         '<div class="cell tag_parameters"><details><summary>Show the parameters</summary>'
         '<div class="cell_input"><pre>n = 10</pre></div></details></div>'
         f'<div style="width: 300px"><pre style="white-space: pre-wrap">{long}</pre></div>'
-        '<button class="search-button-field">Search</button></body></html>'
+        '<button class="search-button-field">Search</button>'
+        '<article class="bd-article"><div class="admonition scp-provenance">made by …</div></article></body></html>'
     )
     report = check_site(fine)
     assert report.ok, report.describe()

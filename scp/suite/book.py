@@ -608,7 +608,17 @@ def landing(root: Path, names: Sequence[str]) -> str:
         paper = NOTEBOOKS.get(name, ("", ""))[1]
         entry = f"{_chapter(name)}. [{_title(root, name)}](notebooks/{name}.ipynb)"
         lines.append(entry + (f" — {paper}." if paper else ""))
-    return "\n".join(lines) + "\n"
+    head = _git(root, "rev-parse", "--short", "HEAD")
+    provenance = [
+        "```{admonition} Provenance",
+        ":class: note scp-provenance",
+        "",
+        f"Written by `python -m scp.suite.book build`{f' at commit `{head}`' if head else ''} from the committed "
+        f"results: the headline from `results/{HEADLINE}/` (its run named above), the run times from each "
+        "notebook's `results/NAME/provenance.json`.",
+        "```",
+    ]
+    return "\n".join([*lines, "", *provenance]) + "\n"
 
 
 def _git(root: Path, *args: str) -> str | None:

@@ -4,9 +4,9 @@ For every HTML page of the site: it loads; every image loads (``naturalWidth > 0
 (MathJax 3 has rendered each ``span.math`` and ``div.math`` that Sphinx writes into an ``mjx-container``); every
 link into the site resolves to a file, and a link with ``#anchor`` to an element with that id; the browser's console
 shows no error.  And what a reader should not meet (:func:`_reading_problems`): a temporary or home path of the
-machine in a page's text, a visible parameter cell, code that scrolls sideways, two search boxes.  Chromium is the
-Debian package (``/usr/bin/chromium`` with ``/usr/bin/chromedriver``), started with the flags that keep it off the
-network.
+machine in a page's text, a visible parameter cell, code that scrolls sideways, two search boxes, a page without
+its provenance.  Chromium is the Debian package (``/usr/bin/chromium`` with ``/usr/bin/chromedriver``), started
+with the flags that keep it off the network.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ return {
     .filter(shown).length,
   sideways: Array.from(document.querySelectorAll('pre')).filter(shown)
     .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.textContent.trim().split("\\n")[0].slice(0, 60)),
+  provenance: !document.querySelector('article.bd-article') || !!document.querySelector('.scp-provenance'),
   searches: Array.from(document.querySelectorAll('.search-button-field, input[type=search]')).filter(shown).length,
 };
 """
@@ -210,7 +211,7 @@ def check_site(html: Path, screenshots: Sequence[str] = (), shots_dir: Path | No
 def _reading_problems(page: str, state: dict) -> list[str]:
     """What a reader should not meet on a page: a machine's temporary or home path in its text, a visible parameter
     cell (the notebook's ``parameters`` cell or papermill's injected one), code that scrolls sideways, more than one
-    search box."""
+    search box, a page of the book (``article.bd-article``) without its provenance note."""
     problems = []
     paths = MACHINE_PATH.findall(state["text"])
     if paths:
@@ -223,6 +224,8 @@ def _reading_problems(page: str, state: dict) -> list[str]:
         )
     if state["searches"] > 1:
         problems.append(f"{page}: {state['searches']} search boxes")
+    if not state["provenance"]:
+        problems.append(f"{page}: no provenance note (.scp-provenance)")
     return problems
 
 
