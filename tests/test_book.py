@@ -301,8 +301,14 @@ def test_chapter_numbers_and_hidden_parameter_cells():
             {"cell_type": "markdown", "metadata": {}, "source": "## 2. Second\n## What this shows"},
         ]
     }
+    nb["cells"][1]["outputs"] = [
+        {"output_type": "execute_result", "data": {"text/plain": ["(None, None)"]}},
+        {"output_type": "execute_result", "data": {"text/plain": ["(None, 2)"]}},
+    ]
     book.number_headings(nb, 7)
     book.hide_parameters(nb)
+    book.drop_none_results(nb)
+    assert [o["data"]["text/plain"] for o in nb["cells"][1]["outputs"]] == [["(None, 2)"]]
     assert nb["cells"][0]["source"] == "# 7. Title\n\n## 7.1. First\n```\n## 2 not a heading\n```"
     assert nb["cells"][3]["source"] == "## 7.2. Second\n## What this shows"
     assert nb["cells"][1]["metadata"]["tags"] == ["parameters", "hide-cell"]

@@ -321,6 +321,26 @@ def number_headings(nb: dict, chapter: int) -> None:
         cell["source"] = "\n".join(lines)
 
 
+_NOTHING = re.compile(r"\(?None(?:, None)*,?\)?")
+
+
+def drop_none_results(nb: dict) -> None:
+    """Drop a cell's displayed result that says nothing (``None``, ``(None, None)``: the value of a set-up line
+    such as ``plot.style(), torch.set_num_threads(n)``)."""
+    for cell in nb["cells"]:
+        cell_outputs = cell.get("outputs")
+        if cell_outputs:
+            cell["outputs"] = [
+                o
+                for o in cell_outputs
+                if not (
+                    o.get("output_type") == "execute_result"
+                    and set(o.get("data", {})) == {"text/plain"}
+                    and _NOTHING.fullmatch("".join(o["data"]["text/plain"]).strip())
+                )
+            ]
+
+
 def hide_parameters(nb: dict) -> None:
     """The ``parameters`` cell folded behind a "Show the parameters" toggle (``hide-cell``) and papermill's
     ``injected-parameters`` cell removed from the page (``remove-cell``): tags the book honours, on the staged copy
@@ -753,6 +773,7 @@ def stage(src: Path, names: Sequence[str], root: Path = ROOT) -> list[str]:
         tabulate_records(nb, name)
         relative_outputs(nb, name)
         hide_parameters(nb)
+        drop_none_results(nb)
         if _chapter(name) is not None:
             number_headings(nb, _chapter(name))
         nb["cells"].insert(1, _provenance_cell(name, prov))
