@@ -3,7 +3,9 @@
 For every HTML page of the site: it loads; every image loads (``naturalWidth > 0``); every math element is typeset
 (MathJax 3 has rendered each ``span.math`` and ``div.math`` that Sphinx writes into an ``mjx-container``); every
 link into the site resolves to a file, and a link with ``#anchor`` to an element with that id; the browser's console
-shows no error.  Chromium is the Debian package (``/usr/bin/chromium`` with ``/usr/bin/chromedriver``), started
+shows no error.  And what a reader should not meet (:func:`_reading_problems`): a temporary or home path of the
+machine in a page's text, a visible parameter cell, code that scrolls sideways, two search boxes, a page without
+its provenance.  Chromium is the Debian package (``/usr/bin/chromium`` with ``/usr/bin/chromedriver``), started
 with the flags that keep it off the network.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import functools
 import http.server
 import posixpath
+import re
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
@@ -35,7 +38,18 @@ CHROMIUM_FLAGS = (
     "--window-size=1280,1600",
 )
 
+MACHINE_PATH = re.compile(
+    r"(?<![\w.~/$-])(?:/tmp|/var/tmp|/var/folders|/private/var|/private/tmp|/root|/home/[^/\s]+|/Users/[^/\s]+)"
+    r"/[^\s'\"<>()\[\]]*"
+    r"|(?:/[^\s/'\"<>()\[\]]+)+/runs/(?:scratch|check|smoke)/[^\s'\"<>()\[\]]*"
+)
+"""A temporary or home folder's path (``/tmp/…``, ``/root/…``, ``/home/USER/…``) or a runner's scratch folder in a
+checkout (``/…/runs/scratch/…``): the machine a page was made on, which no page shows (``~/…`` and a bare ``/tmp``,
+as documentation writes them, are not such paths)."""
+
 _PAGE_STATE = """
+const shown = e => (e.checkVisibility ? e.checkVisibility({visibilityProperty: true, opacityProperty: true})
+  : e.getClientRects().length > 0) && !e.closest('details:not([open]) > :not(summary)');
 const imgs = Array.from(document.images);
 const maths = Array.from(document.querySelectorAll('span.math, div.math'));
 const ids = Array.from(document.querySelectorAll('[id]')).map(e => e.id);
@@ -47,6 +61,15 @@ return {
   raw_tex: maths.filter(m => !m.querySelector('mjx-container')).length,
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href')),
   ids: ids,
+  text: document.body ? document.body.textContent : '',
+  parameters: Array.from(document.querySelectorAll(
+      '.cell.tag_parameters .cell_input, .cell.tag_injected-parameters .cell_input, pre'))
+    .filter(e => e.tagName !== 'PRE' || /^\\s*# Parameters\\n/.test(e.textContent))
+    .filter(shown).length,
+  sideways: Array.from(document.querySelectorAll('pre')).filter(shown)
+    .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.textContent.trim().split("\\n")[0].slice(0, 60)),
+  provenance: !document.querySelector('article.bd-article') || !!document.querySelector('.scp-provenance'),
+  searches: Array.from(document.querySelectorAll('.search-button-field, input[type=search]')).filter(shown).length,
 };
 """
 
@@ -76,6 +99,12 @@ class SiteReport:
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:  # no request log on stderr
         pass
+
+    def handle(self) -> None:  # a request the browser dropped halfway (it left the page) is no error of the site
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 @contextmanager
@@ -132,7 +161,8 @@ def _wait_for_math(browser, timeout: float = 30.0) -> None:
 
 def check_site(html: Path, screenshots: Sequence[str] = (), shots_dir: Path | None = None) -> SiteReport:
     """Open every page of the site under ``html`` and check it (see the module docstring); ``screenshots``:
-    pages (paths relative to ``html``) to save as PNG under ``shots_dir``."""
+    pages (paths relative to ``html``, ``page#anchor`` for the part of a page from that element on) to save as PNG
+    under ``shots_dir``."""
     html = Path(html)
     pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html") if "_static" not in p.parts)
     pages = [p for p in pages if p not in ("genindex.html", "search.html")]
@@ -157,15 +187,10 @@ def check_site(html: Path, screenshots: Sequence[str] = (), shots_dir: Path | No
             for entry in browser.get_log("browser"):
                 if entry.get("level") == "SEVERE":
                     report.problems.append(f"{page}: console error: {entry.get('message', '')[:200]}")
+            report.problems += _reading_problems(page, state)
             links += [(page, href) for href in state["links"]]
-            if page in screenshots and shots_dir is not None:
-                shots_dir.mkdir(parents=True, exist_ok=True)
-                shot = shots_dir / (page.replace("/", "__").removesuffix(".html") + ".png")
-                browser.execute_script(  # a page with figures is shown at its first figure
-                    "const i = document.querySelector('main img'); if (i) i.scrollIntoView({block: 'start'});"
-                )
-                browser.save_screenshot(str(shot))
-                report.screenshots.append(shot)
+            for wanted in [s for s in screenshots if urldefrag(s)[0] == page and shots_dir is not None]:
+                report.screenshots.append(_screenshot(browser, wanted, shots_dir))
     for page, href in links:
         parsed = urlparse(href)
         if parsed.scheme or parsed.netloc or href.startswith(("mailto:", "javascript:")):
@@ -181,6 +206,46 @@ def check_site(html: Path, screenshots: Sequence[str] = (), shots_dir: Path | No
         elif anchor and target.endswith(".html") and target in ids and anchor not in ids[target]:
             report.problems.append(f"{page}: link {href}: no element with id {anchor!r} on {target}")
     return report
+
+
+def _reading_problems(page: str, state: dict) -> list[str]:
+    """What a reader should not meet on a page: a machine's temporary or home path in its text, a visible parameter
+    cell (the notebook's ``parameters`` cell or papermill's injected one), code that scrolls sideways, more than one
+    search box, a page of the book (``article.bd-article``) without its provenance note."""
+    problems = []
+    paths = MACHINE_PATH.findall(state["text"])
+    if paths:
+        problems.append(f"{page}: {len(paths)} temporary or home paths in its text (first: {paths[0][:100]})")
+    if state["parameters"]:
+        problems.append(f"{page}: {state['parameters']} parameter cells visible")
+    if state["sideways"]:
+        problems.append(
+            f"{page}: {len(state['sideways'])} code blocks scroll sideways (first: {state['sideways'][0]!r})"
+        )
+    if state["searches"] > 1:
+        problems.append(f"{page}: {state['searches']} search boxes")
+    if not state["provenance"]:
+        problems.append(f"{page}: no provenance note (.scp-provenance)")
+    return problems
+
+
+def _screenshot(browser, wanted: str, shots_dir: Path) -> Path:
+    """A PNG of the page in the browser: its top, or with ``page#anchor`` the element of that id at the top."""
+    page, anchor = urldefrag(wanted)
+    shots_dir.mkdir(parents=True, exist_ok=True)
+    shot = shots_dir / (page.replace("/", "__").removesuffix(".html") + (f"__{anchor}" if anchor else "") + ".png")
+    browser.execute_script(  # the page at its top or at the anchor; the sidebar at the page's own entry
+        "const e = arguments[0] && document.getElementById(arguments[0]);"
+        "if (e) { e.scrollIntoView({block: 'start'}); } else { window.scrollTo(0, 0); }"
+        "const bar = Array.from(document.querySelectorAll('#pst-primary-sidebar, #pst-primary-sidebar *'))"
+        "  .find(b => b.scrollHeight > b.clientHeight + 1 && getComputedStyle(b).overflowY !== 'visible');"
+        "const here = bar && bar.querySelector('li.current > a, a.current');"
+        "if (bar) { bar.scrollTop = here ? Math.max(0, here.getBoundingClientRect().top"
+        " - bar.getBoundingClientRect().top + bar.scrollTop - bar.clientHeight / 3) : 0; }",
+        anchor,
+    )
+    browser.save_screenshot(str(shot))
+    return shot
 
 
 @contextmanager

@@ -341,7 +341,8 @@ def _minutes(seconds: float | None, missing: str) -> str:
 
 
 def gallery(root: Path = ROOT) -> str:
-    """``figures/README.md``: every figure embedded with its caption, notebook and paper reference."""
+    """``figures/README.md``: every figure embedded with its caption, paper reference and a link to its notebook
+    (``../notebooks/NAME.ipynb``: the notebook on GitHub, its page in the book)."""
     lines = [
         "# Figures",
         "",
@@ -351,7 +352,7 @@ def gallery(root: Path = ROOT) -> str:
         "",
     ]
     sections = [
-        (name, f"{what} — regenerates {paper}; notebook `notebooks/{name}.ipynb`.")
+        (name, f"{what} — regenerates {paper}; notebook [`{name}`](../notebooks/{name}.ipynb).")
         for name, (what, paper) in NOTEBOOKS.items()
     ]
     sections += [
