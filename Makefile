@@ -11,9 +11,10 @@ export SCP_DATA_DIR ?= $(abspath ../shared/data)
 
 setup: $(VENV)/.installed
 
-# torch==2.13.0 (CPU wheel) unless the invoking Python already has a torch, which the venv then reuses.
+# torch==2.13.0 (CPU wheel) unless the invoking Python already has a torch, which the venv then reuses (only a
+# Python outside any venv: --system-site-packages sees the base interpreter's packages, not another venv's).
 $(VENV)/.installed: pyproject.toml
-	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	@if $(PYTHON) -c "import sys, torch; sys.exit(sys.prefix != sys.base_prefix)" 2>/dev/null; then \
 	    echo "reusing the torch of $(PYTHON)"; $(PYTHON) -m venv --system-site-packages $(VENV); \
 	else \
 	    $(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q torch==2.13.0; \
