@@ -157,7 +157,11 @@ def test_shipped_model_section_follows_the_cards_and_records(tmp_path):
     assert "`deepsets+structure` (+0.011" in text  # now among the set models that beat their controls
     provenance_path = tmp_path / suite.INTERACTION / "provenance.json"
     provenance = json.loads(provenance_path.read_text())
-    provenance["models_written"] = [{"path": f"runs/models/{card['run']}/best.safetensors", "sha256": card["sha256"]}]
+    shipped_path = f"runs/models/{card['run']}/best.safetensors"
+    provenance["models_written"] = [{"path": shipped_path, "sha256": card["sha256"]}]
+    for read in provenance.get("models") or []:  # a run that read the recipe from the store read the same bytes
+        if read.get("path") == shipped_path:
+            read["sha256"] = card["sha256"]
     provenance_path.write_text(json.dumps(provenance))
     assert "Seed 0 of its `deepsets+structure` rows below is the shipped file." in suite.shipped_model_section(tmp_path)
     card["chosen_by"] = "by hand"
