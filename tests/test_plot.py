@@ -82,9 +82,36 @@ def test_one_style_per_method_and_element_no_two_alike():
     pairs = [(s.color, s.linestyle) for s in plot.STYLES.values()]
     assert len(set(pairs)) == len(pairs), [k for k, s in plot.STYLES.items() if pairs.count((s.color, s.linestyle)) > 1]
     for key, s in plot.STYLES.items():
-        assert s.color in plot.OKABE_ITO.values() and s.linestyle in Line2D.lineStyles, key
+        assert s.color in plot.PALETTE.values() and s.linestyle in Line2D.lineStyles, key
         assert s.marker == "" if key == "bound" else MarkerStyle(s.marker).get_path().vertices.size, key
     assert plot.color("exact") == plot.color("FullShapley (exact, $2^n$)") == plot.OKABE_ITO["black"]
+
+
+def _contrast_on_white(hex_color: str) -> float:
+    """WCAG 2 contrast ratio of a colour against white: (1 + 0.05) / (L + 0.05), L the relative luminance."""
+    rgb = [int(hex_color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 1.05 / (0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2] + 0.05)
+
+
+def test_methods_drawn_together_never_share_a_colour_and_every_colour_shows_on_white():
+    from itertools import combinations
+
+    assert set().union(*plot.DRAWN_TOGETHER.values()) <= set(plot.STYLES)
+    family = {key: f for f in plot.FAMILIES for key in f}
+    for figure, keys in plot.DRAWN_TOGETHER.items():
+        for a, b in combinations(sorted(keys), 2):
+            same_family = a in family and b in family[a]
+            assert same_family or plot.STYLES[a].color != plot.STYLES[b].color, (figure, a, b)
+    for f in plot.FAMILIES:
+        assert len({plot.STYLES[k].color for k in f}) == 1, f
+    # the defects issue 43 saw: SCP and SCP-LOO, TF-IDF and BM25, ConvexDeepSets and Monte Carlo shared a colour
+    for a, b in (("scp", "scp-loo"), ("tfidf", "bm25"), ("convex-deepsets", "mc"), ("scp", "paper-network")):
+        assert plot.color(a) != plot.color(b), (a, b)
+    # Okabe–Ito's yellow (contrast 1.3 on white) drew ECS and closed book; every line colour now reaches 2.0
+    contrast = {key: round(_contrast_on_white(s.color), 2) for key, s in plot.STYLES.items()}
+    low = {key: c for key, c in contrast.items() if c < 2.0}
+    assert not low, low
 
 
 def test_styles_are_found_by_name_label_or_alias():
@@ -202,5 +229,5 @@ def test_saved_paths_show_as_one_line(tmp_path):
     fig = _demo_figure()
     saved = plot.save(fig, "99_test/line", out_dir=tmp_path)
     assert saved == [tmp_path / "figures" / "99_test" / "line.pdf", tmp_path / "figures" / "99_test" / "line.png"]
-    assert repr(saved) == f"saved line (pdf, png) in {tmp_path / 'figures' / '99_test'}"
-    assert "PosixPath" not in repr(saved)
+    assert repr(saved) == "saved line (pdf, png) in figures/99_test"  # no machine path (issue 43)
+    assert "PosixPath" not in repr(saved) and str(tmp_path) not in repr(saved)

@@ -352,14 +352,18 @@ def provenance(
 
 class Saved(list):
     """The paths :func:`scp.suite.plot.save`, :func:`~scp.suite.plot.save_table` and :meth:`NotebookRun.finish`
-    wrote (a list), shown in a notebook as one short line rather than a list of ``PosixPath`` objects."""
+    wrote (a list), shown in a notebook as one short line rather than a list of ``PosixPath`` objects, and with no
+    machine path: the folder from its last ``figures/`` or ``results/`` part on (where the repository keeps it)."""
 
     def __repr__(self) -> str:
         if not self:
             return "saved nothing"
         stems = sorted({p.with_suffix("").name for p in self})
         kinds = ", ".join(p.suffix.lstrip(".") for p in self)
-        return f"saved {', '.join(stems)} ({kinds}) in {self[0].parent}"
+        parts = self[0].parent.parts
+        tops = [i for i, part in enumerate(parts) if part in ("figures", "results")]
+        folder = "/".join(parts[tops[-1] :]) if tops else self[0].parent.name
+        return f"saved {', '.join(stems)} ({kinds}) in {folder}"
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython's display of a cell's last value
         printer.text(repr(self))

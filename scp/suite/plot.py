@@ -5,11 +5,12 @@
 - :func:`figure` makes a one-column (3.3 in) or two-column (6.9 in) figure.
 - :data:`STYLES` is the one registry of figure styles: every method, estimator and reader of the method registry
   (:mod:`scp.pruning.methods`, by name) and every reference element (``"bound"``, ``"full context"``,
-  ``"closed book"``) has one :class:`Style` (Okabe–Ito colour, line style, marker), no two the same colour and line
-  style; exact Shapley is black.  :func:`style_of`, :func:`color`, :func:`linestyle` and :func:`marker` look a
-  key up by name, label or alias (``"scp"``, ``"SCP"``, ``"loo"``, ``"Monte Carlo"``).
-- :data:`CATEGORIES` colours what is no method (classes of units, question types) from a second colour-blind-safe
-  palette (Paul Tol's "muted"), so that no category takes a method's colour; :func:`category_color` reads it.
+  ``"closed book"``) has one :class:`Style` (a colour of :data:`PALETTE`, line style, marker), no two the same colour
+  and line style, no two drawn in one figure (:data:`DRAWN_TOGETHER`) the same colour; exact Shapley is black.
+  :func:`style_of`, :func:`color`, :func:`linestyle` and :func:`marker` look a key up by name, label or alias
+  (``"scp"``, ``"SCP"``, ``"loo"``, ``"Monte Carlo"``).
+- :data:`CATEGORIES` colours what is no method (classes of units, question types) from Paul Tol's "muted" colours
+  that no method takes; :func:`category_color` reads it.
 - :func:`band` draws the mean over samples as a line with a 95% CI band (bootstrap via
   :func:`scp.core.metrics.aggregate`, or a Student-t interval).
 - :func:`save` writes ``figures/<name>.pdf`` and a 200 dpi ``.png`` without timestamps, so rerunning an
@@ -55,7 +56,26 @@ OKABE_ITO = {
     "reddish purple": "#CC79A7",
     "grey": "#999999",
 }
-"""The Okabe–Ito colour-blind-safe palette (plus a neutral grey): the colours of :data:`STYLES`."""
+"""The Okabe–Ito colour-blind-safe palette (plus a neutral grey)."""
+
+TOL = {
+    "dark red": "#663333",
+    "rose": "#CC6677",
+    "olive": "#999933",
+    "green": "#117733",
+    "teal": "#44AA99",
+    "purple": "#AA4499",
+    "dark blue": "#222255",
+    "dark cyan": "#225555",
+    "dark green": "#225522",
+    "dark yellow": "#666633",
+    "gold": "#DDAA33",
+}
+"""Colours of Paul Tol's "muted", "dark" and "high-contrast" schemes that extend :data:`OKABE_ITO` where a figure
+draws more methods than it has colours (Okabe–Ito's yellow is too pale for a line on white: no method takes it)."""
+
+PALETTE = {**OKABE_ITO, **TOL}
+"""Every colour a method or reference element may take."""
 
 
 class Style(NamedTuple):
@@ -66,47 +86,82 @@ class Style(NamedTuple):
     marker: str
 
 
-_C = OKABE_ITO
+_C = PALETTE
 STYLES: dict[str, Style] = {
-    # the SCP network and its trained variants: vermillion
+    # the SCP network and its trained variants: one colour each, SCP vermillion
     "scp": Style(_C["vermillion"], "-", "o"),
-    "scp-loo": Style(_C["vermillion"], "--", "D"),
-    "scp-transferred": Style(_C["blue"], ":", "s"),  # apart from SCP: they share figures
-    "paper-network": Style(_C["vermillion"], "-.", "P"),
+    "scp-loo": Style(_C["dark red"], "--", "D"),
+    "scp-transferred": Style(_C["olive"], ":", "s"),
+    "paper-network": Style(_C["rose"], "-.", "P"),
+    "convex-deepsets": Style(_C["green"], ":", "D"),
     # Shapley values and allocations of a game: exact Shapley black, Monte Carlo reddish purple, LOO orange
     "exact": Style(_C["black"], "-", "*"),
     "full": Style(_C["black"], "--", "*"),
     "mc": Style(_C["reddish purple"], "-", "o"),
     "mc_antithetic": Style(_C["reddish purple"], "--", "s"),
-    "convex-deepsets": Style(_C["reddish purple"], ":", "D"),
-    "cross-encoder": Style(_C["reddish purple"], "-.", "P"),
     "loo": Style(_C["orange"], "-", "D"),
-    "provence": Style(_C["orange"], "-.", "d"),
     "least-core": Style(_C["blue"], "-.", "D"),
     "shapiq": Style(_C["sky blue"], ":", "+"),
     "kernelshap": Style(_C["bluish green"], "-.", "P"),
-    # rankers: the pointwise control blue, lexical bluish green, MiniLM sky blue, LM-scored yellow
-    "pointwise": Style(_C["blue"], "-", "s"),
     "maxshapley_lm": Style(_C["blue"], "--", "h"),
-    "bm25": Style(_C["bluish green"], "-", "^"),
-    "tfidf": Style(_C["bluish green"], "--", "<"),
-    "greedy": Style(_C["bluish green"], ":", "v"),
-    "cosine": Style(_C["sky blue"], "-", "v"),
     "maxshapley_minilm": Style(_C["sky blue"], "--", "H"),
-    "llmlingua2": Style(_C["yellow"], "-", "X"),
-    "ecs": Style(_C["yellow"], "--", "D"),
-    "ecs-free": Style(_C["yellow"], ":", "P"),
+    "greedy": Style(_C["dark cyan"], ":", "v"),
+    # rankers: the pointwise control blue, BM25 bluish green, MiniLM sky blue, the others a colour each
+    "pointwise": Style(_C["blue"], "-", "s"),
+    "bm25": Style(_C["bluish green"], "-", "^"),
+    "tfidf": Style(_C["purple"], "--", "<"),
+    "cosine": Style(_C["sky blue"], "-", "v"),
+    "cross-encoder": Style(_C["dark blue"], "-.", "P"),
+    "llmlingua2": Style(_C["gold"], "-", "X"),
+    "provence": Style(_C["teal"], "-.", "d"),
+    "ecs": Style(_C["orange"], "--", "D"),
+    "ecs-free": Style(_C["dark yellow"], ":", "P"),
     # chance and reference elements
     "random": Style(_C["grey"], "-", "x"),
     "random-order": Style(_C["grey"], ":", "x"),
     "bound": Style(_C["grey"], "--", ""),
     "full context": Style(_C["black"], ":", "p"),
-    "closed book": Style(_C["yellow"], "-.", "P"),
+    "closed book": Style(_C["dark green"], "-.", "P"),
 }
 """The style of every method (by its registry name) and reference element (bounds and reference lines; the whole
-context and no context of notebook 10); tests/test_plot.py checks that no two share a colour and line style and
-that every registered method has one."""
+context and no context of notebook 10); tests/test_plot.py checks that no two share a colour and line style, that
+no two drawn in one figure (:data:`DRAWN_TOGETHER`) share a colour unless they are one :data:`FAMILIES`, and that
+every registered method has one."""
 del _C
+
+DRAWN_TOGETHER: dict[str, frozenset[str]] = {
+    "rankers (02, 03, 06, 09, 10)": frozenset(
+        {
+            "scp",
+            "scp-loo",
+            "pointwise",
+            "random",
+            "bm25",
+            "cosine",
+            "cross-encoder",
+            "llmlingua2",
+            "provence",
+            "tfidf",
+            "scp-transferred",
+            "full context",
+            "closed book",
+        }
+    ),
+    "evidence selection (12)": frozenset({"ecs", "ecs-free", "tfidf", "bm25", "scp", "pointwise"}),
+    "trained networks (01, 07, 13)": frozenset(
+        {"scp", "pointwise", "paper-network", "convex-deepsets", "scp-transferred", "bm25"}
+    ),
+    "estimators of a game (00, 04, 05, 08)": frozenset(
+        {"exact", "mc", "mc_antithetic", "loo", "least-core", "shapiq", "kernelshap", "greedy", "bound"}
+    ),
+    "LM-call budgets (11)": frozenset(
+        {"full", "loo", "mc", "mc_antithetic", "kernelshap", "maxshapley_lm", "maxshapley_minilm", "random-order"}
+    ),
+}
+"""Which methods the suite's figures draw side by side: within one set, colours differ (but in :data:`FAMILIES`)."""
+
+FAMILIES = (frozenset({"exact", "full"}), frozenset({"mc", "mc_antithetic"}), frozenset({"random", "random-order"}))
+"""Two forms of one estimator: one colour, told apart by line style and marker."""
 
 ELEMENTS = ("bound", "full context", "closed book")
 """The keys of :data:`STYLES` that are no method: bounds and reference lines, and notebook 10's reference
@@ -128,6 +183,10 @@ __all__ = [
     "ELEMENTS",
     "FONT_SIZE",
     "OKABE_ITO",
+    "PALETTE",
+    "TOL",
+    "DRAWN_TOGETHER",
+    "FAMILIES",
     "PAGE_WIDTH",
     "STYLES",
     "Saved",
