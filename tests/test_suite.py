@@ -84,12 +84,13 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     (clone / "runs" / "stages.json").write_text(json.dumps(stages))
     suite.record_cold_run(clone, root, note="two shared cores", wall_s=4800.0)
     assert (
-        "That `make figures` took 80.0 min of wall clock on " in suite.readme_table(root)
+        "The cold `make figures` took 80.0 min of wall clock on " in suite.readme_table(root)
         and "set-up and planning 10.0 min, the embedding stage 10.0 min, the training stage 20.0 min (97 models "
         "trained), the notebooks 40.0 min."
         in suite.readme_table(root)
     )
     record["results_commits"] = ["b" * 40 + " (dirty)"]  # a dirty tree stays visible in the README line
+    record["wall_s"] = 4800.0
     path.write_text(json.dumps(record))
     assert "Results made at commit `bbbbbbb` (dirty): 3 notebooks" in suite.readme_table(root)
     assert "--status" not in suite.readme_table(root)  # another tree: no staleness line unless it is given
@@ -108,6 +109,21 @@ def test_cold_run_times_come_from_the_executed_notebooks(tmp_path):
     assert "(parameters changed: seed; model changed: 3 of them)" in line
     with pytest.raises(ValueError, match="no executed notebook"):
         suite.record_cold_run(tmp_path / "empty", root)
+    # a later run with the store filled: its own record and line; it made the results the table names
+    (clone / "runs" / "stages.json").write_text(json.dumps({"training": {"stage_s": 60.0, "trained": 0, "hits": 96}}))
+    later = {"ran": list(spans), "up_to_date": [], "wall_s": 2700.0, "started_at": "2026-12-07T02:00:00+00:00"}
+    (clone / "runs" / "suite_run.json").write_text(json.dumps(later))
+    (clone / "results" / "00_cooperative_games_tutorial" / "provenance.json").write_text(
+        json.dumps({"git": {"commit": "c" * 40, "dirty": False}})
+    )
+    suite.record_cold_run(clone, root, wall_s=2760.0, target=suite.FILLED_RUN)
+    assert suite.cold_run(root)["results_commits"] == ["b" * 40 + " (dirty)"]  # the cold record stays
+    table = suite.readme_table(root)
+    assert (
+        "The run with the store filled took 46.0 min" in table and "(0 models trained, 96 found in the store)" in table
+    )
+    assert "Results made at commit `aaaaaaa`, `ccccccc`: 3 notebooks" in table
+    assert "reran 3 notebooks in 46.0 min (`results/suite/filled_store_run.json`)" in suite.figures_time(root)
 
 
 def test_committed_readme_shipped_model_numbers_are_current():
