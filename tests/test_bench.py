@@ -137,3 +137,68 @@ def test_gpu_check_without_cuda_says_so_in_one_line(capsys):
     assert cli.main(["gpu"]) == 1
     err = capsys.readouterr().err.strip()
     assert "no CUDA device" in err and "\n" not in err
+
+
+def test_structural_and_certify_write_their_json_and_report_renders_them(tmp_path, monkeypatch):
+    """`python -m scp.bench structural|certify` write results/bench/NAME.json with the environment (their
+    measurements stubbed here: tests/test_bench_structural.py and test_bench_certify.py check those), and
+    `report` renders both sections from them."""
+    from scp.bench import certify, structural
+
+    seen = {}
+
+    def fake_structural(contexts, m, replicates, setups):
+        seen["structural"] = (contexts, m, replicates, setups)
+        names = list(structural.ESTIMATORS)
+        vr, tr = {k: [1.0] for k in names}, dict.fromkeys(names, 1.0)
+        return {
+            s: {"variance_reduction": vr, "time_ratio": tr | {structural.OWN_PLAIN: 1.0, "plain MC seconds": 1e-3}}
+            for s in setups
+        }
+
+    def fake_certify(n_contexts=100, repeats=3, keeps=(0.3, 0.5), tolerances=(0.0, 0.01), m_ref=4000, **_):
+        seen["certify"] = (n_contexts, repeats, tuple(keeps), tuple(tolerances), m_ref)
+        row = {
+            "keep": 0.5,
+            "tolerance": 0.01,
+            "rule": "engine, student",
+            "rigorous": False,
+            "certified": 9,
+            "median_evaluations": 400.0,
+            "median_m": 10.0,
+            "agree": 9,
+            "eps_correct": 9,
+            "seconds": common.spread([1.0]),
+        }
+        return {
+            "contexts": 10,
+            "n_units": {"min": 20, "median": 41, "max": 60},
+            "delta": 0.05,
+            "max_permutations": 1000,
+            "m_ref": m_ref,
+            "ref_seed": 1,
+            "ref_rms_se_median": 1e-3,
+            "ref_boundary_gap_median": 1e-2,
+            "ref_seconds": 1.0,
+            "threads": 1,
+            "rows": [row],
+        }
+
+    monkeypatch.setattr(structural, "measure", fake_structural)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # certify() pins one thread: not this process
+    monkeypatch.setattr(certify, "measure", fake_certify)
+    structural.structural(quick=True, out_dir=tmp_path)
+    certify.certify(quick=True, out_dir=tmp_path)
+    assert seen["structural"] == (3, 50, 8, structural.SETUPS[:1]) and seen["certify"] == (10, 1, (0.5,), (0.01,), 500)
+    for name in ("structural", "certify"):
+        saved = json.loads((tmp_path / f"{name}.json").read_text())
+        assert saved["env"]["quick"] is True and saved["env"]["threads"] >= 1
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text(
+        "".join(f"<!-- bench:{k} -->\n<!-- /bench:{k} -->\n" for k in ["environment", *report.SECTIONS, "gpu"])
+    )
+    report.report(tmp_path, doc)
+    text = doc.read_text()
+    assert "shipped network, n = 41: M = 50, 1 contexts × 8 replicates" in text and "— missed: 2.00× the target" in text
+    assert "| ⌈0.5·n⌉ | 0.01 | engine, student | no | 9/10 (90%) | 400 |" in text
+    assert "| structural |" in text and "| certify |" in text  # the environment table names both

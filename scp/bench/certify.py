@@ -51,11 +51,12 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from scp.bench.common import REF_SEED, make_game, reference, spread, timed_rounds
+from scp.bench.common import REF_SEED, RESULTS, environment, make_game, reference, spread, timed_rounds, write_result
 from scp.core.adaptive import (
     DEFAULT_MIN_PERMUTATIONS,
     RIGOROUS,
@@ -74,6 +75,8 @@ from scp.core.selection import is_integer, is_real, keep_count
 from scp.errors import InputError
 
 __all__ = [
+    "certify",
+    "format_certify",
     "DEFAULT_GROWTH",
     "DEFAULT_MIN_DRAWS",
     "LUCBResult",
@@ -440,6 +443,27 @@ def format_table(result: dict) -> str:
             f"{s['median']:.2f} [{s['min']:.2f}, {s['max']:.2f}] |"
         )
     return "\n".join(lines)
+
+
+def certify(quick: bool = False, out_dir: Path = RESULTS) -> dict:
+    """``python -m scp.bench certify``: :func:`measure` on one thread (torch and BLAS) — the first 100 HotpotQA test
+    contexts, 3 repeats, K = ⌈0.3·n⌉ and ⌈0.5·n⌉, ε ∈ {0, 0.01}; quick: 10 contexts, 1 repeat, K = ⌈0.5·n⌉,
+    ε = 0.01, reference M = 500 — written to ``results/bench/certify.json`` with the environment."""
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        if quick:
+            result = measure(10, 1, keeps=(0.5,), tolerances=(0.01,), m_ref=500)
+        else:
+            result = measure()
+    result["env"] = environment(quick=quick)
+    write_result(result, "certify.json", out_dir)
+    return result
+
+
+format_certify = format_table
+"""BENCHMARKS.md's section from ``results/bench/certify.json``."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Benchmarks of the Shapley estimators: ``python -m scp.bench WHICH [--quick] [--threads N]``.
 
-WHICH is one of ``estimator``, ``accuracy``, ``prefix``, ``long``, ``adaptive``, ``convexity``, ``gpu``,
-``report`` (each the module of that name, ``long`` :mod:`scp.bench.long_contexts`), ``endtoend``
+WHICH is one of ``estimator``, ``accuracy``, ``prefix``, ``long``, ``adaptive``, ``convexity``, ``structural``,
+``certify``, ``gpu``, ``report`` (each the module of that name, ``long`` :mod:`scp.bench.long_contexts`), ``endtoend``
 (:mod:`scp.bench.e2e`: what a user waits for) and ``all``: estimator, accuracy, prefix, long, adaptive and
 endtoend, then report.
 """
@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from scp.bench.accuracy import accuracy
 from scp.bench.adaptive import adaptive
+from scp.bench.certify import certify
 from scp.bench.common import RESULTS
 from scp.bench.convexity import convexity
 from scp.bench.estimator import estimator
@@ -25,6 +26,7 @@ from scp.bench.gpu import gpu
 from scp.bench.long_contexts import long_contexts, long_worker
 from scp.bench.prefix import prefix
 from scp.bench.report import report
+from scp.bench.structural import structural
 
 
 def endtoend(argv: list[str]) -> int:
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             "long",
             "adaptive",
             "convexity",
+            "structural",
+            "certify",
             "endtoend",
             "gpu",
             "all",
@@ -110,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         "adaptive": lambda: adaptive(quick=args.quick),
         "long": lambda: long_contexts(quick=args.quick, threads=args.threads),
         "convexity": lambda: convexity(quick=args.quick),
+        "structural": lambda: structural(quick=args.quick),
+        "certify": lambda: certify(quick=args.quick),
         "report": report,
     }[args.which]()
     return 0

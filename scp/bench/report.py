@@ -8,11 +8,13 @@ from pathlib import Path
 
 from scp.bench.accuracy import format_accuracy
 from scp.bench.adaptive import format_adaptive
+from scp.bench.certify import format_certify
 from scp.bench.common import DOC, RESULTS
 from scp.bench.estimator import format_estimator
 from scp.bench.gpu import GPU_COMMAND, GPU_FILE, format_gpu
 from scp.bench.long_contexts import format_long
 from scp.bench.prefix import format_prefix
+from scp.bench.structural import format_structural
 from scp.errors import InputError
 
 SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
@@ -21,6 +23,8 @@ SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
     "prefix": ("prefix.json", format_prefix),
     "long": ("long.json", format_long),
     "adaptive": ("adaptive.json", format_adaptive),
+    "structural": ("structural.json", format_structural),
+    "certify": ("certify.json", format_certify),
 }
 
 

@@ -29,11 +29,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from scp.bench.common import RESULTS, environment, write_result
 from scp.core.fast_path import blocked_cumsum, first_layer_shapley, position_table, resolve_prefix
 from scp.core.permutations import sample_permutations
 from scp.errors import InputError
@@ -467,6 +469,57 @@ def format_table(title: str, vr: dict[str, list[float]], tr: dict[str, float], m
         geo = math.exp(statistics.fmean(math.log(x) for x in r))
         lines.append(f"| {name} | {geo:.2f} [{min(r):.2f}, {max(r):.2f}] | {tr[name]:.2f} | {geo / tr[name]:.2f} |")
     return "\n".join(lines) + "\n"
+
+
+TARGET_RMSE_RATIO = 0.5
+"""Issue 28's target: at equal time, the RMSE of a structural control variate ≤ 0.5× plain Monte Carlo's on the
+shipped network (a variance reduction at equal time ≥ 4)."""
+
+
+def structural(quick: bool = False, out_dir: Path = RESULTS) -> dict:
+    """``python -m scp.bench structural``: :func:`measure` on one thread (torch and BLAS) at M = 50 — 10 contexts
+    × 30 replicates on every setup of :data:`SETUPS`; quick: 3 contexts × 8 replicates, the shipped network only —
+    written to ``results/bench/structural.json`` with the environment."""
+    from threadpoolctl import threadpool_limits
+
+    contexts, replicates, m = (3, 8, 50) if quick else (10, 30, 50)
+    with threadpool_limits(1):
+        setups = measure(contexts, m, replicates, SETUPS[:1] if quick else SETUPS)
+    result = {"env": environment(quick=quick), "m": m, "replicates": replicates, "contexts": contexts}
+    write_result(result | {"setups": setups}, "structural.json", out_dir)
+    return result | {"setups": setups}
+
+
+def _geo(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in values))
+
+
+def equal_time(vr: dict[str, list[float]], tr: dict[str, float]) -> dict[str, float]:
+    """name -> variance reduction at equal CPU time: the geometric mean over contexts at equal M over the time
+    ratio (an estimator twice as slow gets half the permutations)."""
+    return {name: _geo(vr[name]) / tr[name] for name in ESTIMATORS}
+
+
+def format_structural(result: dict) -> str:
+    """BENCHMARKS.md's section: one :func:`format_table` per setup, then the target on the shipped network — the
+    best estimator with a surrogate at equal time, its RMSE over plain Monte Carlo's (1/sqrt of the variance
+    reduction) against :data:`TARGET_RMSE_RATIO`, and the best of all for comparison."""
+    parts = []
+    for title, r in result["setups"].items():
+        parts.append(format_table(title, r["variance_reduction"], r["time_ratio"], result["m"], result["replicates"]))
+    shipped = next((r for title, r in result["setups"].items() if title.startswith("shipped")), None)
+    if shipped is not None:
+        at_time = equal_time(shipped["variance_reduction"], shipped["time_ratio"])
+        surrogate = max((name for name in ESTIMATORS if "order" in name), key=at_time.get)
+        best = max(ESTIMATORS, key=at_time.get)
+        rmse = at_time[surrogate] ** -0.5
+        verdict = "met" if rmse <= TARGET_RMSE_RATIO else f"missed: {rmse / TARGET_RMSE_RATIO:.2f}× the target"
+        parts.append(
+            f"Target (shipped network, equal CPU time): RMSE of the best structural control variate "
+            f"({surrogate}) / plain Monte Carlo = {rmse:.2f} against ≤ {TARGET_RMSE_RATIO} — {verdict}. The best "
+            f"estimator at equal time is {best} (RMSE ratio {at_time[best] ** -0.5:.2f})."
+        )
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":
