@@ -476,7 +476,8 @@ def readme_table(root: Path = ROOT, stale: Mapping[str, Sequence[str]] | None = 
         lines += [
             "",
             f"Results made at commit {commits}: {len(cold['notebooks'])} notebooks, "
-            f"{_minutes(cold['total_s'], '')} of notebook time in all{busy_text}.",
+            f"{_minutes(cold['total_s'], '')} of notebook time in all as papermill timed them (kernel start-up "
+            f"included; the column above starts at `start()`){busy_text}.",
         ]
         last = cold.get("last_run")
         if last and not last.get("ran"):
