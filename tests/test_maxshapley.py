@@ -211,6 +211,17 @@ def test_estimator_rows_identities():
     assert len(rows) == 2 + 2 * (2 + 1 + 2)
 
 
+def test_values_equal_up_to_rounding_rank_as_ties():
+    """KernelSHAP's values of symmetric players at B < n differ in their last bits (seen in notebook 11: three
+    players at 0.32107226789010657, ...081 and ...088); scored, they are ties, as if exactly equal."""
+    noisy = [0.06582191317971217, 0.32107226789010657, -0.3839574313139342, 0.3210722678901081, 0.3210722678901088]
+    tied = [0.06582191317971217, 0.3210722678901081, -0.3839574313139342, 0.3210722678901081, 0.3210722678901081]
+    reference, labels = [0.5, 0.4, -0.1, 0.2, 0.1], [0, 1, 0, 0, 1]
+    assert ms.score_row(noisy, labels, reference) == ms.score_row(tied, labels, reference)
+    assert len(set(ms.snap_ties(noisy))) == 3 and ms.snap_ties([0.0, 0.0]).tolist() == [0.0, 0.0]
+    assert ms.snap_ties([1.0, 1.0 + 1e-6]).tolist() != [1.0, 1.0]  # a real difference stays
+
+
 def test_score_row_and_random_jaccard():
     row = ms.score_row([0.9, 0.1, 0.8, 0.0], [1, 0, 1, 0], [3.0, 2.0, 1.0, 0.0])
     assert row["jaccard"] == 1.0 and row["tau"] == pytest.approx(4 / 6)  # 5 concordant, 1 discordant

@@ -71,6 +71,8 @@ __all__ = [
     "maxshapley_row",
     "random_jaccard",
     "score_row",
+    "snap_ties",
+    "TIE_DIGITS",
     "select_queries",
     "summarize_by_budget",
 ]
@@ -381,12 +383,28 @@ def kernel_shap(game, budget: int, seed: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------------- scoring
 
 
+TIE_DIGITS = 9
+"""Values within about 10^-9 of an attribution's largest magnitude count as tied when ranked (:func:`snap_ties`)."""
+
+
+def snap_ties(values) -> np.ndarray:
+    """``values`` rounded to :data:`TIE_DIGITS` decimals of their largest magnitude s: x ↦ s·round(x/s, 9).
+
+    Values equal in exact arithmetic can differ in their last bits (KernelSHAP with fewer coalitions than players
+    gives symmetric players one value, up to the solver's rounding); ranked as they are, that noise decides
+    their order, and τ_b and Jaccard@K with it, differently on another machine or run.  Snapped, they tie."""
+    v = np.asarray(values, dtype=np.float64)
+    scale = float(np.max(np.abs(v))) if v.size else 0.0
+    return v if scale == 0.0 or not np.isfinite(scale) else np.round(v / scale, TIE_DIGITS) * scale
+
+
 def score_row(values, labels, reference) -> dict[str, float]:
     """Jaccard@K of an attribution's top-K sources against the gold ones (K = number of gold sources; ties
     towards the lower index) and Kendall τ_b against the reference attribution (``nan`` when either is
-    constant)."""
+    constant), both on values whose noise-level differences are snapped to ties (:func:`snap_ties`)."""
     labels = np.asarray(labels)
     k = int(labels.sum())
+    values, reference = snap_ties(values), snap_ties(reference)
     return {"jaccard": jaccard_at_k(values, labels.astype(np.float64), k), "tau": kendall_tau_b(values, reference)}
 
 
