@@ -453,6 +453,10 @@ def measure(contexts: int = 10, m: int = 50, replicates: int = 30, setups: tuple
     return report
 
 
+def _geo(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in values))
+
+
 def format_table(title: str, vr: dict[str, list[float]], tr: dict[str, float], m: int, replicates: int) -> str:
     """Markdown: per estimator the geometric mean [min, max] over contexts of the variance reduction at equal M, the
     time ratio and the variance reduction at equal time (that geometric mean over the time ratio)."""
@@ -466,7 +470,7 @@ def format_table(title: str, vr: dict[str, list[float]], tr: dict[str, float], m
     ]
     for name in ESTIMATORS:
         r = vr[name]
-        geo = math.exp(statistics.fmean(math.log(x) for x in r))
+        geo = _geo(r)
         lines.append(f"| {name} | {geo:.2f} [{min(r):.2f}, {max(r):.2f}] | {tr[name]:.2f} | {geo / tr[name]:.2f} |")
     return "\n".join(lines) + "\n"
 
@@ -488,10 +492,6 @@ def structural(quick: bool = False, out_dir: Path = RESULTS) -> dict:
     result = {"env": environment(quick=quick), "m": m, "replicates": replicates, "contexts": contexts}
     write_result(result | {"setups": setups}, "structural.json", out_dir)
     return result | {"setups": setups}
-
-
-def _geo(values: list[float]) -> float:
-    return math.exp(statistics.fmean(math.log(x) for x in values))
 
 
 def equal_time(vr: dict[str, list[float]], tr: dict[str, float]) -> dict[str, float]:
