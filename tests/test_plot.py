@@ -11,6 +11,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
+import scp.experiments.attribution  # noqa: E402, F401  (registers ContextCite's methods)
 import scp.experiments.ecs  # noqa: E402, F401  (registers ECS's methods)
 import scp.experiments.maxshapley  # noqa: E402, F401  (registers FullShapley, KernelSHAP, MaxShapley, random order)
 from scp.pruning import methods  # noqa: E402

@@ -15,7 +15,9 @@ y(S) = f(S) − log(1 − e^{f(S)}) (the answer's logit-probability, the output 
 :func:`judge` scores every context the methods need in one call of the reader's prefix-tree scorer
 (:func:`scp.llm.readers.prefix_tree_logprob`: each shared token prefix runs once) and counts its reader calls (the
 distinct contexts scored) apart from each method's own.  :func:`reader_loo` is leave-one-out on the reader,
-s_i = f(U) − f(U ∖ {i}), n + 1 reader calls in one tree.
+s_i = f(U) − f(U ∖ {i}), n + 1 reader calls in one tree.  :func:`attribute` runs the reader's own methods on one
+example (ContextCite at each ablation count from one run of the largest, leave-one-out on the reader) beside the
+scores of methods that call no reader, and judges them all.
 """
 
 from __future__ import annotations
@@ -29,9 +31,34 @@ import numpy as np
 
 from scp.core.metrics import pairwise_auc
 from scp.errors import InputError
+from scp.llm.contextcite import context_cite
 from scp.llm.readers import prefix_tree_logprob
+from scp.pruning import methods
+from scp.pruning.methods import Method
 
-__all__ = ["Judged", "heldout_masks", "judge", "logit_probability", "reader_loo"]
+__all__ = [
+    "Attributed",
+    "Judged",
+    "attribute",
+    "contextcite_name",
+    "heldout_masks",
+    "judge",
+    "logit_probability",
+    "reader_loo",
+]
+
+CONTEXTCITE_ABLATIONS = (32, 64)
+"""The ablation counts N of the ContextCite methods registered here (``contextcite-32``, ``contextcite-64``)."""
+
+
+def contextcite_name(n_ablations: int) -> str:
+    """The registry name of ContextCite with ``n_ablations`` reader calls (``"contextcite-32"``)."""
+    return f"contextcite-{int(n_ablations)}"
+
+
+for _n in CONTEXTCITE_ABLATIONS:
+    methods.register(Method(contextcite_name(_n), f"ContextCite ({_n} ablations)", needs_reader=True))
+del _n
 
 KEEP_PROBABILITY = 0.5
 HELDOUT_SEED_OFFSET = 1_000_003  # held-out ablations come from numpy's default_rng(seed + this), not ContextCite's
@@ -134,3 +161,56 @@ def judge(
         row["auc"] = pairwise_auc(a, labels)  # nan without a positive or a negative unit
         rows[name] = row
     return Judged(rows, float(f[full]), len(needed), scored.tokens_run, scored.seconds, y_heldout)
+
+
+@dataclass
+class Attributed:
+    """One example attributed by every method: the shared judge's verdict and each method's cost, ``cost[name] =
+    {"reader_calls": …, "seconds": …}`` (reader calls the method itself makes, 0 for a network or a lexical score)."""
+
+    judged: Judged
+    cost: dict[str, dict[str, float]]
+
+
+def attribute(
+    reader: Any,
+    question: str,
+    units: Sequence[str],
+    answer: str,
+    labels: Sequence[int],
+    scores: Mapping[str, Sequence[float]],
+    seconds: Mapping[str, float],
+    *,
+    ablations: Sequence[int] = CONTEXTCITE_ABLATIONS,
+    n_heldout: int = 32,
+    ks: Sequence[int] = (1, 3, 5),
+    seed: int = 0,
+) -> Attributed:
+    """Attribute log P(``answer`` | ``question``, units) with the reader's own methods and judge every method.
+
+    ContextCite (:func:`scp.llm.contextcite.context_cite`, the package itself) runs once with max(``ablations``)
+    ablations; the Lasso refitted on its first N masks is ContextCite with N reader calls (its masks are seeded
+    j = 0, 1, …, so these are the masks an N-ablation run draws), charged N/max of the run's seconds (its masks are
+    scored one at a time, so its cost is linear in N).  Leave-one-out on the reader (:func:`reader_loo`) is ``"loo"``.
+    ``scores`` and ``seconds`` (name → per-unit scores and the seconds they took) are the methods that call no
+    reader.  :func:`judge` scores every method on ``n_heldout`` held-out ablations (:func:`heldout_masks` with
+    ``seed``) and ``ks``."""
+    missing = set(scores) ^ set(seconds)
+    if missing:
+        raise InputError(f"scores and seconds must name the same methods; only one names {sorted(missing)}")
+    if not ablations or min(int(a) for a in ablations) < 2:
+        raise InputError(f"ablations must be ablation counts >= 2, not {list(ablations)}")
+    largest = max(int(a) for a in ablations)
+    cost = {name: {"reader_calls": 0, "seconds": float(seconds[name])} for name in scores}
+    run = context_cite(reader, question, units, answer, n_ablations=largest)
+    every = dict(scores)
+    for n_ablations in sorted({int(a) for a in ablations}):
+        every[contextcite_name(n_ablations)] = run.attributions(n_ablations)
+        cost[contextcite_name(n_ablations)] = {
+            "reader_calls": n_ablations,
+            "seconds": run.seconds * n_ablations / largest,
+        }
+    every["loo"], calls, loo_seconds = reader_loo(reader, question, units, answer)
+    cost["loo"] = {"reader_calls": calls, "seconds": loo_seconds}
+    masks = heldout_masks(len(units), n_heldout, seed)
+    return Attributed(judge(reader, question, units, answer, labels, every, ks=ks, masks=masks), cost)

@@ -70,9 +70,11 @@ TOL = {
     "dark green": "#225522",
     "dark yellow": "#666633",
     "gold": "#DDAA33",
+    "magenta": "#EE3377",
 }
-"""Colours of Paul Tol's "muted", "dark" and "high-contrast" schemes that extend :data:`OKABE_ITO` where a figure
-draws more methods than it has colours (Okabe–Ito's yellow is too pale for a line on white: no method takes it)."""
+"""Colours of Paul Tol's "muted", "dark", "high-contrast" and "vibrant" schemes that extend :data:`OKABE_ITO` where a
+figure draws more methods than it has colours (Okabe–Ito's yellow is too pale for a line on white: no method takes
+it)."""
 
 PALETTE = {**OKABE_ITO, **TOL}
 """Every colour a method or reference element may take."""
@@ -106,6 +108,9 @@ STYLES: dict[str, Style] = {
     "maxshapley_lm": Style(_C["blue"], "--", "h"),
     "maxshapley_minilm": Style(_C["sky blue"], "--", "H"),
     "greedy": Style(_C["dark cyan"], ":", "v"),
+    # ContextCite (notebook 14): one colour, its two ablation budgets told apart by line style
+    "contextcite-32": Style(_C["magenta"], "--", "s"),
+    "contextcite-64": Style(_C["magenta"], "-", "s"),
     # rankers: the pointwise control blue, BM25 bluish green, MiniLM sky blue, the others a colour each
     "pointwise": Style(_C["blue"], "-", "s"),
     "bm25": Style(_C["bluish green"], "-", "^"),
@@ -154,13 +159,21 @@ DRAWN_TOGETHER: dict[str, frozenset[str]] = {
     "estimators of a game (00, 04, 05, 08)": frozenset(
         {"exact", "mc", "mc_antithetic", "loo", "least-core", "shapiq", "kernelshap", "greedy", "bound"}
     ),
+    "attribution judged by the reader (14)": frozenset(
+        {"scp", "scp-loo", "pointwise", "bm25", "cosine", "random", "loo", "contextcite-32", "contextcite-64"}
+    ),
     "LM-call budgets (11)": frozenset(
         {"full", "loo", "mc", "mc_antithetic", "kernelshap", "maxshapley_lm", "maxshapley_minilm", "random-order"}
     ),
 }
 """Which methods the suite's figures draw side by side: within one set, colours differ (but in :data:`FAMILIES`)."""
 
-FAMILIES = (frozenset({"exact", "full"}), frozenset({"mc", "mc_antithetic"}), frozenset({"random", "random-order"}))
+FAMILIES = (
+    frozenset({"exact", "full"}),
+    frozenset({"mc", "mc_antithetic"}),
+    frozenset({"random", "random-order"}),
+    frozenset({"contextcite-32", "contextcite-64"}),
+)
 """Two forms of one estimator: one colour, told apart by line style and marker."""
 
 ELEMENTS = ("bound", "full context", "closed book")
