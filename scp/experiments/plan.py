@@ -213,6 +213,7 @@ NO_TRAINING = (
     "05_shapley_vs_loo",
     "08_landscape_of_context",
     "11_maxshapley",
+    "14_attribution_against_contextcite",
 )
 """The notebooks that train nothing."""
 
