@@ -82,6 +82,11 @@ NOTEBOOKS: dict[str, tuple[str, str]] = {  # name -> (what it shows, the paper f
         "games, greedy selection, redundancy, Table 19, learning curve",
         "§3 claim; Table 19",
     ),
+    "14_attribution_against_contextcite": (
+        "SCP (no reader call) against ContextCite (32 and 64 reader calls) and leave-one-out on the reader, judged "
+        "by the reader: top-k drop of log P(a*), LDS, AUC",
+        "no paper table (peer: ContextCite, NeurIPS 2024)",
+    ),
 }
 
 OTHER_FIGURES: dict[str, tuple[str, str]] = {  # folder of figures/ that no notebook draws -> (what, made by)
@@ -208,6 +213,11 @@ CAPTIONS: dict[str, str] = {  # "NAME/stem" (or "FOLDER/stem" of OTHER_FIGURES) 
         "HotpotQA test AUC against the number of HotpotQA training contexts for the set model, its control and the "
         "paper's 3.03M network (±1 sd where there are several seeds; single-seed points have no bar), and as an "
         "open marker apart from the lines the models trained on all five datasets mixed."
+    ),
+    "14_attribution_against_contextcite/metrics_by_method": (
+        "Every method on HotpotQA test contexts (supporting paragraphs plus one distractor), judged by SmolLM2: drop "
+        "of log P(a*) when its top-k units are removed, LDS on shared held-out ablations, AUC against the gold "
+        "evidence (mean, 95% CI over examples); each method's own reader calls per example in its label."
     ),
     "bench/accuracy_per_second": (
         "Shapley accuracy per second: RMSE with respect to the reference values (exact for n = 10, a long Monte-Carlo "
