@@ -487,9 +487,11 @@ def structural(quick: bool = False, out_dir: Path = RESULTS) -> dict:
     from threadpoolctl import threadpool_limits
 
     contexts, replicates, m = (3, 8, 50) if quick else (10, 30, 50)
+    torch.set_num_threads(1)  # torch's parallel regions take their thread count from torch, not from OpenMP's limit
     with threadpool_limits(1):
         setups = measure(contexts, m, replicates, SETUPS[:1] if quick else SETUPS)
-    result = {"env": environment(quick=quick), "m": m, "replicates": replicates, "contexts": contexts}
+        env = environment(quick=quick)
+    result = {"env": env, "m": m, "replicates": replicates, "contexts": contexts}
     write_result(result | {"setups": setups}, "structural.json", out_dir)
     return result | {"setups": setups}
 
