@@ -33,6 +33,7 @@ PAPER_DIR = Path(os.environ.get("SCP_DATA_DIR", ROOT.parent / "shared" / "data")
 
 WITHOUT_CLAIMS = {
     "00_cooperative_games_tutorial": "a tutorial on cooperative games; Theorem 3.1's bound is notebook 04's claim",
+    "14_attribution_against_contextcite": "a comparison with ContextCite, a peer the SCP paper does not discuss",
 }
 """Notebooks that quote no claim of the paper, and why; every other notebook has a claims table."""
 
