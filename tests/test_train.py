@@ -87,6 +87,38 @@ def test_one_step_lowers_the_loss(model):
     assert after.item() < before.item()
 
 
+@pytest.mark.parametrize("model", ["deepsets", "context", "convex"])
+def test_scores_by_length_equal_the_padded_batch(model):
+    """Contexts of one exact length at a time (no padding): the padded batch's values and gradients, to float
+    rounding (a context's permutations depend on its seed and length only); 0 on padding."""
+    emb = RandomEmbedder(32)
+    queries = QUERIES[:6]
+    units = [[f"sentence {j} of context {i}" for j in range(3 + (i % 3) * 2)] for i in range(6)]
+    labels = [[1] + [0] * (len(u) - 1) for u in units]
+    ctx = build_contexts(queries, units, emb, ("cos",), labels_list=labels)
+    config = small_config(model=model, features=("cos",), dropout=0.0, width=8, heads=2)
+    torch.manual_seed(0)
+    net = build_model(config, 32)
+    batch = collate(ctx)
+    assert sorted(r for rows, _ in batch.length_groups() for r in rows) == list(range(6))
+    assert all(part.mask.all() for _, part in batch.length_groups())  # no padding left
+
+    def scores_and_grads(by_length):
+        net.zero_grad()
+        scores = differentiable_scores(net, batch, 6, False, seed=2, by_length=by_length)
+        pairwise_margin_loss(scores, batch.labels, batch.mask, 0.15).backward()
+        return scores.detach(), [p.grad.clone() for p in net.parameters() if p.grad is not None]
+
+    grouped, grads = scores_and_grads(True)
+    padded, grads_padded = scores_and_grads(False)
+    assert grouped.shape == padded.shape == batch.mask.shape
+    assert (grouped[~batch.mask] == 0).all()
+    torch.testing.assert_close(grouped, padded, rtol=0, atol=1e-5)
+    assert len(grads) == len(grads_padded)
+    for a, b in zip(grads, grads_padded):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_checkpoint_round_trip_seed_determinism_and_resume(tmp_path):
     emb = RandomEmbedder(32)
     tr, va = toy_contexts(emb)

@@ -218,6 +218,31 @@ class Batch:
         """One Monte-Carlo seed per context, derived from ``seed`` and its key (independent of the batch)."""
         return [derive_seed(seed, key) for key in self.keys]
 
+    def length_groups(self) -> list[tuple[list[int], Batch]]:
+        """The batch split by exact context length: (rows, the batch of those rows cut to their length, so
+        without padding), in order of first appearance."""
+        lengths = self.mask.sum(1).tolist()
+        groups: dict[int, list[int]] = {}
+        for row, n in enumerate(lengths):
+            groups.setdefault(int(n), []).append(row)
+        out = []
+        for n, rows in groups.items():
+            idx = torch.tensor(rows, device=self.mask.device)
+            out.append(
+                (
+                    rows,
+                    Batch(
+                        self.units[idx, :n],
+                        self.query[idx],
+                        self.extra[idx, :n],
+                        self.mask[idx, :n],
+                        self.labels[idx, :n],
+                        tuple(self.keys[r] for r in rows) if self.keys else (),
+                    ),
+                )
+            )
+        return out
+
 
 def collate(contexts: Sequence[Context], device: str | torch.device | None = None) -> Batch:
     """Pad contexts to the longest one (padding masked out, labelled 0), on ``device`` (default CPU)."""

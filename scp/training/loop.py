@@ -1,7 +1,8 @@
 """Training value networks with a pairwise margin loss on Monte-Carlo Shapley values.
 
 L = mean over contexts of mean over (positive i, negative j) of max(0, ε − (φ_i − φ_j)), with φ from the
-differentiable Deep Sets fast path (M permutations, fresh ones every step) inside the forward pass; optionally
+differentiable Deep Sets fast path (M permutations, fresh ones every step; the contexts of each exact length
+together, without padding) inside the forward pass; optionally
 plus λ·mean_S (v(S) − B·t(S))² over sampled coalitions S, with t a game with a meaning
 (:mod:`scp.data.coalition_targets`: coverage of supporting facts, complementarity of a bridge's two paragraphs).
 AdamW, cosine schedule with linear warm-up, validation AUC every epoch, best checkpoint kept, exact resume.
@@ -43,24 +44,39 @@ from scp.models.scoring import score_contexts
 from scp.models.value_net import ConvexDeepSets
 
 
-def differentiable_scores(model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int) -> torch.Tensor:
-    """(b, n) scores the loss differentiates: Monte-Carlo Shapley values for set models through the fast path
-    (:func:`scp.core.fast_path.deepsets_shapley`, each context's permutations seeded by ``seed`` and its key, see
-    :meth:`Batch.seeds`), MLP outputs for the pointwise control.  Evaluation scores the same way without gradients
-    through :func:`scp.models.scoring.score_contexts`."""
+def differentiable_scores(
+    model: nn.Module, batch, n_permutations: int, antithetic: bool, seed: int, by_length: bool = True
+) -> torch.Tensor:
+    """(b, n) scores the loss differentiates (0 on padding): Monte-Carlo Shapley values for set models through the
+    fast path (:func:`scp.core.fast_path.deepsets_shapley`, each context's permutations seeded by ``seed`` and its
+    key, see :meth:`Batch.seeds`), MLP outputs for the pointwise control.  Evaluation scores the same way without
+    gradients through :func:`scp.models.scoring.score_contexts`.
+
+    ``by_length``: the batch's contexts of each exact length run together without padding
+    (:meth:`Batch.length_groups`), the same values as the padded batch up to float rounding (a context's
+    permutations depend on its seed and length only), without the prefix evaluations of padded positions; only
+    dropout draws other masks (the tensors have other shapes).
+    """
     if isinstance(model, PointwiseScorer):
         return model(batch.units, batch.query, batch.mask, batch.extra)
-    extra = batch.extra
-    return deepsets_shapley(
-        model,
-        batch.units,
-        batch.query,
-        batch.mask,
-        extra,
-        n_permutations=n_permutations,
-        antithetic=antithetic,
-        seed=batch.seeds(seed),
-    ).values
+    seeds = batch.seeds(seed)
+    groups = batch.length_groups() if by_length else [(list(range(len(seeds))), batch)]
+    width, rows_out = batch.mask.shape[1], [None] * len(seeds)
+    for rows, part in groups:
+        values = deepsets_shapley(
+            model,
+            part.units,
+            part.query,
+            part.mask,
+            part.extra,
+            n_permutations=n_permutations,
+            antithetic=antithetic,
+            seed=[seeds[r] for r in rows],
+        ).values
+        values = nn.functional.pad(values, (0, width - values.shape[1]))
+        for k, r in enumerate(rows):
+            rows_out[r] = values[k]
+    return torch.stack(rows_out)
 
 
 def pairwise_margin_loss(scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, margin: float) -> torch.Tensor:
@@ -131,13 +147,15 @@ def inputs_fingerprint(train_contexts: Sequence[Context], val_contexts: Sequence
 
 
 def evaluate_auc(model: nn.Module, contexts: Sequence[Context], config: TrainConfig, batch_size: int = 32) -> dict:
-    """Mean per-context pairwise AUC (bootstrap CI) of the model's unit scores, fixed evaluation seed."""
+    """Mean per-context pairwise AUC (bootstrap CI) of the model's unit scores, fixed evaluation seed (contexts
+    batched by length: the values of any batching, up to float rounding)."""
     results = score_contexts(
         model,
         contexts,
         "monte_carlo",
         seed=config.seed,
         batch_size=batch_size,
+        by_length=True,
         n_permutations=config.eval_permutations,
         antithetic=config.antithetic,
     )
