@@ -202,3 +202,29 @@ def test_structural_and_certify_write_their_json_and_report_renders_them(tmp_pat
     assert "shipped network, n = 41: M = 50, 1 contexts × 8 replicates" in text and "— missed: 2.00× the target" in text
     assert "| ⌈0.5·n⌉ | 0.01 | engine, student | no | 9/10 (90%) | 400 |" in text
     assert "| structural |" in text and "| certify |" in text  # the environment table names both
+
+
+def test_training_bench_times_both_modes_on_the_same_batches_and_compares_seeds():
+    """scp.bench.training on toy contexts of unequal length: both modes timed on every batch, the padding share of
+    those batches, per-seed AUCs of both modes, and the table the report prints."""
+    from scp.bench import training as bench_training
+    from scp.data.embedders import RandomEmbedder
+    from scp.data.features import build_contexts
+    from scp.models.config import TrainConfig
+
+    units = [[f"sentence {j} of context {i}" for j in range(3 + i % 4)] for i in range(20)]
+    labels = [[1] + [0] * (len(u) - 1) for u in units]
+    ctx = build_contexts([f"query {i}" for i in range(20)], units, RandomEmbedder(16), (), labels_list=labels)
+    config = TrainConfig(
+        embedder="random", hidden=8, latent=4, epochs=1, batch_size=4, n_permutations=4, eval_permutations=4
+    )
+    steps = bench_training.step_times(config, ctx[:16], 3)
+    assert steps["padded"]["repeats"] == steps["grouped"]["repeats"] == 3
+    assert steps["padded_over_grouped"] == steps["padded"]["median"] / steps["grouped"]["median"]
+    assert 0 < steps["padding_share"] < 1  # lengths 3..6 in batches of 4
+    rows = bench_training.seed_aucs(config, ctx[:16], ctx[16:], [0, 1], "random")
+    assert [(r["seed"], r["mode"]) for r in rows] == [(0, "padded"), (0, "grouped"), (1, "padded"), (1, "grouped")]
+    summary = bench_training.auc_summary(rows)
+    assert summary["difference"] == pytest.approx(summary["grouped"]["mean"] - summary["padded"]["mean"])
+    text = bench_training.format_training({"n_train": 16, "steps": {"toy": steps}, "aucs": rows, "summary": summary})
+    assert "| toy |" in text and "grouped − padded mean" in text

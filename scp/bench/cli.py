@@ -1,9 +1,9 @@
 """Benchmarks of the Shapley estimators: ``python -m scp.bench WHICH [--quick] [--threads N]``.
 
 WHICH is one of ``estimator``, ``accuracy``, ``prefix``, ``long``, ``adaptive``, ``convexity``, ``structural``,
-``certify``, ``gpu``, ``report`` (each the module of that name, ``long`` :mod:`scp.bench.long_contexts`), ``endtoend``
-(:mod:`scp.bench.e2e`: what a user waits for) and ``all``: estimator, accuracy, prefix, long, adaptive and
-endtoend, then report.
+``certify``, ``training``, ``gpu``, ``report`` (each the module of that name, ``long``
+:mod:`scp.bench.long_contexts`), ``endtoend`` (:mod:`scp.bench.e2e`: what a user waits for) and ``all``:
+estimator, accuracy, prefix, long, adaptive and endtoend, then report.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from scp.bench.long_contexts import long_contexts, long_worker
 from scp.bench.prefix import prefix
 from scp.bench.report import report
 from scp.bench.structural import structural
+from scp.bench.training import training
 
 
 def endtoend(argv: list[str]) -> int:
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             "convexity",
             "structural",
             "certify",
+            "training",
             "endtoend",
             "gpu",
             "all",
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "convexity": lambda: convexity(quick=args.quick),
         "structural": lambda: structural(quick=args.quick),
         "certify": lambda: certify(quick=args.quick),
+        "training": lambda: training(quick=args.quick),
         "report": report,
     }[args.which]()
     return 0

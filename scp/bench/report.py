@@ -15,6 +15,7 @@ from scp.bench.gpu import GPU_COMMAND, GPU_FILE, format_gpu
 from scp.bench.long_contexts import format_long
 from scp.bench.prefix import format_prefix
 from scp.bench.structural import format_structural
+from scp.bench.training import format_training
 from scp.errors import InputError
 
 SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
@@ -25,6 +26,7 @@ SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
     "adaptive": ("adaptive.json", format_adaptive),
     "structural": ("structural.json", format_structural),
     "certify": ("certify.json", format_certify),
+    "training": ("training.json", format_training),
 }
 
 
