@@ -207,6 +207,19 @@ def test_missing_dirty_and_changed_inputs_are_stale(tmp_path):
     }
 
 
+def test_a_tree_dirty_only_in_the_executed_copies_a_run_keeps_counts_as_clean():
+    """book/executed/ is written by runs and read by no notebook: a run that started after another's copy was kept
+    there ran its commit's code. Anything else changed, or a list cut at ten paths, stays dirty."""
+    from scp.suite.graph import made_clean
+
+    assert made_clean({"dirty": False, "changed": []})
+    assert made_clean({"dirty": True, "changed": ["book/executed/02_reranking_auc.json"]})
+    assert not made_clean({"dirty": True, "changed": ["book/executed/02_reranking_auc.json", "scp/cli.py"]})
+    assert not made_clean({"dirty": True, "changed": [f"book/executed/{i:02d}.json" for i in range(10)]})
+    assert not made_clean({"dirty": True, "changed": []}) and not made_clean({"dirty": None, "changed": None})
+    assert not made_clean({"dirty": True, "changed": ["book/executed.json"]})
+
+
 def test_code_digests_follow_imports_and_lazy_exports():
     code = code_digests("07_convex_deepsets")
     # direct imports, modules reached through them, lazy exports of `from scp import ...`, and parent packages

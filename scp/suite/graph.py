@@ -69,6 +69,7 @@ __all__ = [
     "declared",
     "depends",
     "landing_problems",
+    "made_clean",
     "model_mismatches",
     "module_imports",
     "notebook_digest",
@@ -489,7 +490,7 @@ def _own_reasons(
         return ["no provenance.json (never run, or run before provenance was recorded)"]
     reasons = []
     git = prov.get("git") or {}
-    if git.get("dirty") is not False:
+    if not made_clean(git):
         reasons.append("its results were made from a dirty tree" if git.get("dirty") else "its commit is unknown")
     current = jsonable(resolve_params(name, params_dir=params_dir, notebooks_dir=notebooks_dir))
     recorded = prov.get("parameters", {})
@@ -647,12 +648,33 @@ def _is_ancestor(root: Path, commit: str) -> bool | None:
     return {0: True, 1: False}.get(out.returncode)
 
 
+RUN_WRITES = ("book/executed/",)
+"""Tracked paths a suite run itself writes besides ``figures/`` and ``results/`` (which
+:func:`scp.suite.notebook.git_commit` never counts): the executed copies ``python -m scp.suite.book collect`` keeps.
+No notebook reads them, so a tree that differs from its commit only there ran the commit's code."""
+
+
+def made_clean(git: Mapping[str, Any]) -> bool:
+    """Whether a run's ``git`` record (:func:`scp.suite.notebook.git_commit`) says it ran the commit's files: not
+    dirty, or dirty only in :data:`RUN_WRITES` (every changed path listed: fewer than the ten it keeps)."""
+    if git.get("dirty") is False:
+        return True
+    changed = git.get("changed")
+    return (
+        git.get("dirty") is True
+        and isinstance(changed, list)
+        and 0 < len(changed) < 10
+        and all(isinstance(p, str) and p.startswith(RUN_WRITES) for p in changed)
+    )
+
+
 def landing_problems(names: Sequence[str] | None = None, root: Path | None = None) -> list[str]:
     """What keeps a checkout's committed results from standing (empty when nothing does).  Results are valid by their
     content, whatever commit made them, so results of different commits stand side by side; what they must be:
 
-    - each notebook has a ``results/NAME/provenance.json``, made from a clean tree at a commit that is an ancestor
-      of HEAD (so the code that made it is in the history, and :func:`status` compares it with today's);
+    - each notebook has a ``results/NAME/provenance.json``, made from a clean tree (:func:`made_clean`) at a commit
+      that is an ancestor of HEAD (so the code that made it is in the history, and :func:`status` compares it with
+      today's);
     - every table JSON in ``results/NAME`` names that same run;
     - a notebook up to date by its own inputs read the trained models its producers' runs recorded
       (:func:`model_mismatches`): a mismatch is a failure there, where it would otherwise pass as up to date.
@@ -676,8 +698,11 @@ def landing_problems(names: Sequence[str] | None = None, root: Path | None = Non
             continue
         git = prov.get("git") or {}
         commit = git.get("commit")
-        if git.get("dirty") is not False:
-            problems.append(f"{n}: its results were not made from a clean tree (git.dirty is {git.get('dirty')!r})")
+        if not made_clean(git):
+            problems.append(
+                f"{n}: its results were not made from a clean tree (git.dirty is {git.get('dirty')!r}, changed: "
+                f"{', '.join(git.get('changed') or []) or 'not recorded'})"
+            )
         if not isinstance(commit, str) or not commit:
             problems.append(f"{n}: its provenance names no commit")
         elif (ancestor := _is_ancestor(root, commit)) is not True:
@@ -687,7 +712,7 @@ def landing_problems(names: Sequence[str] | None = None, root: Path | None = Non
             if path.name in ("records.json", "provenance.json"):
                 continue
             table = (read_json(path, f"results/{n}/{path.name}").get("provenance") or {}).get("git") or {}
-            if table.get("commit") != commit or table.get("dirty") is not False:
+            if table.get("commit") != commit or not made_clean(table):
                 problems.append(f"{n}: results/{n}/{path.name} names another run ({table.get('commit')!s:.12})")
     current = status(names, root / "results", root=root)
     for n, reasons in model_mismatches(provs).items():
