@@ -26,12 +26,13 @@ def test_01_train_value_network(smoke_run):
     assert all(r[f"train_seconds_{s}"] > 0 for s in ("paper", "best", "pointwise"))
     # directions the figure shows: the shipped preset and the control rank far better than the 3.03M network
     assert r["test_auc_best"] > r["test_auc_paper"] and r["test_auc_pointwise"] > r["test_auc_paper"]
-    # values from the reference smoke run (seed 0, 2 CPU threads)
-    assert r["test_auc_paper"] == pytest.approx(0.650, abs=0.06)
-    assert r["test_auc_best"] == pytest.approx(0.885, abs=0.04)
+    # values from the reference smoke run (seed 0, 2 CPU threads; set models trained grouped by length since 86943ab,
+    # which moved the two set models' values: the pointwise control, which has no permutations, kept its own)
+    assert r["test_auc_paper"] == pytest.approx(0.560, abs=0.06)
+    assert r["test_auc_best"] == pytest.approx(0.834, abs=0.04)
     assert r["test_auc_pointwise"] == pytest.approx(0.898, abs=0.04)
     assert r["test_auc_bm25"] == pytest.approx(0.889, abs=1e-3)  # no training, no sampling
-    assert r["best_val_auc"] == pytest.approx(0.763, abs=0.04)
+    assert r["best_val_auc"] == pytest.approx(0.795, abs=0.04)
     figures = {p.stem for p in (out / "figures" / NAME).glob("*.png")}
     assert figures == {"learning_curves", "paper_vs_best"}
     tables = {p.name for p in (out / "results" / NAME).iterdir()}
