@@ -53,8 +53,28 @@ def test_time_to_rmse_interpolates_in_log_log_and_ratios_pick_the_best_of_each_f
     assert [r["rmse"] for r in rows] == [5e-3, 1e-2, 2e-2]
     assert rows[0]["ours"] == "ours: a" and rows[0]["peer"] == "shapiq X" and rows[0]["ratio"] == pytest.approx(20)
     assert rows[2]["peer"] == "shapiq Y" and rows[2]["ratio"] == pytest.approx(5.0)
-    h = accuracy.headline({"ratios": {"41": rows}})
+    h = accuracy.headline({"ratios": {"41": rows}}, "41")
     assert h["at_hardest"]["rmse"] == 5e-3 and h["min_ratio"] == pytest.approx(5.0)
+
+
+def test_accuracy_verdicts_name_each_curve_and_its_target():
+    """Every curve gets its headline; a curve with a target says met or by how much it is missed."""
+    ours, peer = curve([(1.0, 1e-2)]), curve([(2.5, 1e-2)])
+    for pts in (ours, peer):
+        pts[0] |= {"m": 10, "budget": 420, "topk_overlap": 1.0, "seconds": common.spread([pts[0]["seconds"]["median"]])}
+    label = "paper network (trained), n = 41"
+    result = {
+        "curves": {label: {"ours: a": ours, "shapiq X": peer}, "100": {"ours: a": ours, "shapiq X": peer}},
+        "reference_rms_se": {label: 0.0, "100": 0.0},
+    }
+    result["ratios"] = {k: accuracy.time_to_rmse_ratios(c) for k, c in result["curves"].items()}
+    text = accuracy.format_accuracy(result)
+    assert accuracy.TARGETS[label] == 2.0 and "2.5× faster" in text
+    assert f"**{label}: at RMSE 1.00e-02" in text and "target ≥ 2×: met" in text
+    assert "**n = 100: at RMSE" in text and text.count("target ≥") == 1  # a curve keyed by n alone: no target
+    result["ratios"][label][0]["ratio"] = 1.6
+    assert "target ≥ 2×: missed by 1.25×" in accuracy.format_accuracy(result)
+    assert accuracy.units_of(label) == 41 and accuracy.units_of("100") == 100
 
 
 def test_report_regenerates_marked_blocks_from_json(tmp_path):
@@ -228,3 +248,35 @@ def test_training_bench_times_both_modes_on_the_same_batches_and_compares_seeds(
     assert summary["difference"] == pytest.approx(summary["grouped"]["mean"] - summary["padded"]["mean"])
     text = bench_training.format_training({"n_train": 16, "steps": {"toy": steps}, "aucs": rows, "summary": summary})
     assert "| toy |" in text and "grouped − padded mean" in text
+
+
+def test_reader_table_and_bfloat16_effect_come_from_the_rows():
+    from scp.bench import reader
+
+    def row(dtype, threads, answers, logprob, read_s):
+        return {
+            "dtype": dtype,
+            "threads": threads,
+            "dataset": "hotpotqa",
+            "context": "full",
+            "prompt_tokens": 700.0,
+            "prefill_s": 2.0,
+            "prefill_tokens_per_s": 350.0,
+            "read_s": read_s,
+            "decode_s": read_s - 2.0,
+            "answers": answers,
+            "logprob": logprob,
+        }
+
+    rows = [row("float32", 1, ["a", "b"], [-1.0, -2.0], 2.5), row("bfloat16", 1, ["a", "c"], [-1.5, -2.1], 1.2)]
+    effect = reader.bf16_effect(rows)
+    assert effect["answers_changed"] == 1 and effect["answers"] == 2
+    assert effect["logprob_abs_diff_max"] == pytest.approx(0.5) and effect["logprob_abs_diff_median"] == pytest.approx(
+        0.3
+    )
+    text = reader.format_reader(
+        {"questions": 2, "max_new_tokens": 16, "batch_size": 8, "rows": rows, "bfloat16": effect}
+    )
+    assert "| float32 | 1 | hotpotqa | full | 700 | 2.00 | 350 | 2.50 | 0.50 |" in text
+    assert "1 of 2 greedy answers change" in text
+    assert reader.bf16_effect(rows[:1]) == {}

@@ -1,7 +1,7 @@
 """Benchmarks of the Shapley estimators: ``python -m scp.bench WHICH [--quick] [--threads N]``.
 
 WHICH is one of ``estimator``, ``accuracy``, ``prefix``, ``long``, ``adaptive``, ``convexity``, ``structural``,
-``certify``, ``training``, ``gpu``, ``report`` (each the module of that name, ``long``
+``certify``, ``training``, ``reader``, ``gpu``, ``report`` (each the module of that name, ``long``
 :mod:`scp.bench.long_contexts`), ``endtoend`` (:mod:`scp.bench.e2e`: what a user waits for) and ``all``:
 estimator, accuracy, prefix, long, adaptive and endtoend, then report.
 """
@@ -25,6 +25,7 @@ from scp.bench.estimator import estimator
 from scp.bench.gpu import gpu
 from scp.bench.long_contexts import long_contexts, long_worker
 from scp.bench.prefix import prefix
+from scp.bench.reader import reader
 from scp.bench.report import report
 from scp.bench.structural import structural
 from scp.bench.training import training
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             "structural",
             "certify",
             "training",
+            "reader",
             "endtoend",
             "gpu",
             "all",
@@ -119,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "structural": lambda: structural(quick=args.quick),
         "certify": lambda: certify(quick=args.quick),
         "training": lambda: training(quick=args.quick),
+        "reader": lambda: reader(quick=args.quick),
         "report": report,
     }[args.which]()
     return 0

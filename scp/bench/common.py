@@ -127,6 +127,28 @@ def shipped_model(device: str = "cpu"):
     return model.to(device).eval(), config
 
 
+PAPER_RECIPE = dict(unit_repr="title", epochs=5, n_permutations=20, datasets=("hotpotqa",), seed=0)
+"""Notebook 01's recipe for the paper's 3.03M network (its section 2): 5 epochs, M = 20, "Title: sentence" units."""
+
+
+def paper_model(trained: bool, device: str = "cpu"):
+    """(model, config) of the paper's 3.03M network in eval mode: at random init (seed 0), or trained with
+    :data:`PAPER_RECIPE` into ``bench-models/`` beside the embedding cache (``$SCP_CACHE_DIR``), reused from there
+    when it is there (a miss trains it: about 10 minutes on one thread)."""
+    from scp.data.embedders import default_cache_dir, get_embedder
+    from scp.models.config import config_from_preset
+    from scp.models.factory import build_model, load_checkpoint
+    from scp.training.runs import train_or_load
+
+    config = config_from_preset("paper", **PAPER_RECIPE)
+    if trained:
+        model, config, _ = load_checkpoint(train_or_load(config, default_cache_dir() / "bench-models"))
+    else:
+        torch.manual_seed(0)
+        model = build_model(config, get_embedder(config.embedder).dim)
+    return model.to(device).eval(), config
+
+
 def hotpot_units(n: int, count: int, with_title: bool, split: str = "test") -> tuple[list[str], list[list[str]]]:
     """``count`` (query, n unit texts) pairs from real HotpotQA contexts: context j's query with its own units,
     followed by those of the next contexts when it has fewer than n (a long retrieval context), cut at n."""

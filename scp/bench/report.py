@@ -14,6 +14,7 @@ from scp.bench.estimator import format_estimator
 from scp.bench.gpu import GPU_COMMAND, GPU_FILE, format_gpu
 from scp.bench.long_contexts import format_long
 from scp.bench.prefix import format_prefix
+from scp.bench.reader import format_reader
 from scp.bench.structural import format_structural
 from scp.bench.training import format_training
 from scp.errors import InputError
@@ -27,6 +28,7 @@ SECTIONS = {  # marker in BENCHMARKS.md -> (json file, formatter)
     "structural": ("structural.json", format_structural),
     "certify": ("certify.json", format_certify),
     "training": ("training.json", format_training),
+    "reader": ("reader.json", format_reader),
 }
 
 

@@ -414,42 +414,48 @@ def _game_rows(net, units: torch.Tensor, query: torch.Tensor, extra: torch.Tenso
     return ValueNetGame(net, units, query, extra, cache_psi=True).first_layer_rows()
 
 
-SETUPS = ("shipped network, n = 41", "paper network (random init), n = 41", "paper network (random init), n = 100")
+SETUPS = (
+    "shipped network, n = 41",
+    "paper network (random init), n = 41",
+    "paper network (trained), n = 41",
+    "paper network (random init), n = 100",
+    "shipped network, n = 500",
+    "paper network (trained), n = 500",
+)
+LONG = 500
+"""From this n on a setup measures at most :data:`LONG_SCALE` (contexts, replicates): each call costs n/41× more."""
+LONG_SCALE = (4, 12)
 
 
 def _setup(title: str, contexts: int) -> tuple:
-    """(network, [(g, g₀) per context]) of one of :data:`SETUPS`: the shipped checkpoint on its own HotpotQA test
-    contexts, or the paper's 3.03M network at random init (seed 0) on MiniLM embeddings of HotpotQA units."""
-    from scp.bench.common import hotpot_contexts, hotpot_units, shipped_model
-    from scp.data.embedders import CachedEmbedder, get_embedder
-    from scp.models.value_net import DeepSetsValue
+    """(network, [(g, g₀) per context]) of one of :data:`SETUPS` on HotpotQA test contexts embedded as its config
+    reads them: the shipped checkpoint, or the paper's 3.03M network at random init (seed 0) or trained with
+    notebook 01's recipe (:func:`scp.bench.common.paper_model`)."""
+    from scp.bench.common import hotpot_contexts, paper_model, shipped_model
 
     n = int(title.rsplit("= ", 1)[1])
     if title.startswith("shipped"):
         model, config = shipped_model()
-        return model, [_game_rows(model, c.units, c.query, c.extra) for c in hotpot_contexts(config, n, contexts)]
-    torch.manual_seed(0)
-    paper = DeepSetsValue().eval()
-    embedder = CachedEmbedder(get_embedder("minilm"))
-    rows = []
-    for query, units in zip(*hotpot_units(n, contexts, with_title=False)):
-        emb = torch.from_numpy(embedder.encode([query] + units))
-        rows.append(_game_rows(paper, emb[1:], emb[0], None))
-    return paper, rows
+    else:
+        model, config = paper_model(trained="(trained)" in title)
+    return model, [_game_rows(model, c.units, c.query, c.extra) for c in hotpot_contexts(config, n, contexts)]
 
 
 def measure(contexts: int = 10, m: int = 50, replicates: int = 30, setups: tuple[str, ...] = SETUPS) -> dict[str, dict]:
     """Variance reductions (:func:`variance_reductions`) over ``contexts`` HotpotQA test contexts and time ratios
-    (:func:`time_ratios` on the first context) on one thread, for each of ``setups`` (:data:`SETUPS`).  Prints
-    markdown tables and returns their numbers."""
+    (:func:`time_ratios` on the first context) on one thread, for each of ``setups`` (:data:`SETUPS`; from
+    n = :data:`LONG` on at most :data:`LONG_SCALE`).  Prints markdown tables and returns their numbers."""
     torch.set_num_threads(1)
     report = {}
     for title in setups:
-        net, rows = _setup(title, contexts)
-        vr = variance_reductions(net, rows, m, replicates)
+        c, r = contexts, replicates
+        if int(title.rsplit("= ", 1)[1]) >= LONG:
+            c, r = min(c, LONG_SCALE[0]), min(r, LONG_SCALE[1])
+        net, rows = _setup(title, c)
+        vr = variance_reductions(net, rows, m, r)
         tr = time_ratios(net, *rows[0], m)
-        report[title] = {"variance_reduction": vr, "time_ratio": tr}
-        print(format_table(title, vr, tr, m, replicates), flush=True)
+        report[title] = {"variance_reduction": vr, "time_ratio": tr, "replicates": r}
+        print(format_table(title, vr, tr, m, r), flush=True)
     return report
 
 
@@ -508,7 +514,8 @@ def format_structural(result: dict) -> str:
     reduction) against :data:`TARGET_RMSE_RATIO`, and the best of all for comparison."""
     parts = []
     for title, r in result["setups"].items():
-        parts.append(format_table(title, r["variance_reduction"], r["time_ratio"], result["m"], result["replicates"]))
+        reps = r.get("replicates", result["replicates"])  # per setup since long contexts use fewer
+        parts.append(format_table(title, r["variance_reduction"], r["time_ratio"], result["m"], reps))
     shipped = next((r for title, r in result["setups"].items() if title.startswith("shipped")), None)
     if shipped is not None:
         at_time = equal_time(shipped["variance_reduction"], shipped["time_ratio"])
