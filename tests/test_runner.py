@@ -170,6 +170,45 @@ def test_two_jobs_start_the_longest_chain_first(monkeypatch):
     assert started == list(after)
 
 
+def test_a_two_thread_notebook_takes_both_slots(monkeypatch):
+    """With -j 2 a notebook of torch_threads 2 never runs beside another: it waits for the running one to end, and
+    the one-thread notebooks start only once it ended (three threads on two cores stall torch's thread pool)."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from scp.suite import graph
+
+    after = {"10_a": (), "11_b": (), "12_c": (), "14_w": ()}
+    monkeypatch.setattr(graph, "declarations", lambda names: {n: SimpleNamespace(after=after[n]) for n in names})
+    monkeypatch.setattr(runner, "_last_wall_times", lambda names: {"10_a": 90, "14_w": 60, "11_b": 30, "12_c": 9})
+    spans, lock = {}, threading.Lock()
+
+    def work(name):
+        t0 = time.perf_counter()
+        time.sleep(0.15)
+        with lock:
+            spans[name] = (t0, time.perf_counter())
+
+    runner._schedule(list(after), 2, work, print, slots={"14_w": 2, "10_a": 1})
+    overlapping = {
+        n for n in spans if n != "14_w" and spans[n][0] < spans["14_w"][1] and spans["14_w"][0] < spans[n][1]
+    }
+    assert overlapping == set(), spans
+    assert spans["10_a"][0] < spans["14_w"][0]  # the longest chain still starts first
+    spans.clear()
+    runner._schedule(list(after), 2, work, print, slots={"14_w": 5})  # capped at the jobs: it still runs
+    assert set(spans) == set(after)
+
+
+def test_thread_slots_read_the_parameters():
+    slots = runner.thread_slots(["14_attribution_against_contextcite", "00_cooperative_games_tutorial"])
+    assert slots.get("14_attribution_against_contextcite") == 2 and "00_cooperative_games_tutorial" not in slots
+    assert runner.thread_slots(["14_attribution_against_contextcite"], smoke=True) == {
+        "14_attribution_against_contextcite": 1
+    }
+
+
 def test_unknown_notebook_is_a_clear_error(capsys):
     assert main(["no_such_notebook"]) == 2
     err = capsys.readouterr().err

@@ -22,7 +22,8 @@
   ``runs/scratch/NAME``, checks that it read only what it declares, records the sha256 of every file it wrote in
   its provenance, and then replaces ``figures/NAME`` and ``results/NAME`` whole, both in one journaled step
   (:func:`_swap_in`).  ``--check`` (under the same lock) reruns into ``runs/check/NAME`` and compares every table
-  file and record with the committed ones (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side.
+  file and record with the committed ones (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side;
+  a notebook whose parameters set ``torch_threads: 2`` takes both slots (:func:`thread_slots`).
 - A smoke run (``--smoke``) writes into a temporary folder (removed afterwards unless ``--out`` names one), so it
   never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and ``runs/smoke/NAME.ipynb``
   (``<out>/runs/NAME.ipynb`` when an output folder is given).  Trained runs are shared through
@@ -762,10 +763,24 @@ def _last_wall_times(names: Iterable[str]) -> dict[str, float]:
     return times
 
 
-def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None) -> None:
-    """Run ``work(name)`` for ``todo``, up to ``jobs`` at once, each only after the notebooks it comes after
+def thread_slots(names: Iterable[str], smoke: bool = False, overrides: Mapping[str, Mapping] | None = None) -> dict:
+    """``{name: torch threads}`` of each notebook whose parameters set ``torch_threads`` (the file's value, its
+    smoke section's for a smoke run, then ``overrides[name]``): the slots :func:`_schedule` gives it."""
+    out = {}
+    for n in names:
+        value = resolve_params(n, smoke, (overrides or {}).get(n, {})).get("torch_threads")
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[n] = value
+    return out
+
+
+def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None, slots: Mapping[str, int] | None = None) -> None:
+    """Run ``work(name)`` for ``todo``, up to ``jobs`` slots at once, each only after the notebooks it comes after
     (among ``todo``) finished, the ready one of longest :func:`critical_paths` (by the committed runs' wall
     times; ties in ``todo``'s order) first; the first failure stops new starts and is raised once the others end.
+    A notebook takes ``slots[name]`` slots (its torch threads, :func:`thread_slots`; 1 when not given, at most
+    ``jobs``): when the next one does not fit beside those running, nothing starts until it does, so two threads
+    never share a core with a third (torch's thread pool waits at every operation for a thread the kernel parked).
     ``more(name)``, called when ``name`` finished, returns notebooks to run as well (appended to ``todo``)."""
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
@@ -774,12 +789,13 @@ def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None) -> None:
     todo = list(todo)
     after = {n: {a for a in declarations([n])[n].after if a in todo} for n in todo}
     rank = critical_paths(todo, after, _last_wall_times(todo) if jobs > 1 else {})
+    width = {n: min(max(1, jobs), max(1, int((slots or {}).get(n, 1)))) for n in todo}
     pending, done, running, failure = list(todo), set(), {}, None
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         while pending or running:
-            while failure is None and len(running) < jobs:
+            while failure is None and sum(width[n] for n in running.values()) < jobs:
                 ready = max((n for n in pending if after[n] <= done), key=lambda n: rank[n], default=None)
-                if ready is None:
+                if ready is None or sum(width[n] for n in running.values()) + width[ready] > jobs:
                     break
                 pending.remove(ready)
                 running[pool.submit(work, ready)] = ready
@@ -797,6 +813,7 @@ def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None) -> None:
                             pending.append(extra)
                             after[extra] = {a for a in declarations([extra])[extra].after if a in todo}
                             rank[extra] = 0.0
+                            width[extra] = min(max(1, jobs), max(1, int((slots or {}).get(extra, 1))))
                 except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others end
                     failure = failure or exc
     if failure is not None:
@@ -1003,7 +1020,7 @@ def run(
                 return list(found)
 
             with _environment(**env):
-                _schedule(todo, jobs, work, echo, more)
+                _schedule(todo, jobs, work, echo, more, thread_slots(wanted, smoke, mine_of))
         if committed:
             record = _record_suite_run(started_at, time.perf_counter() - started, jobs, list(executed), skipped)
             echo(f"[suite] {len(executed)} run, {len(skipped)} up to date, in {record['wall_s']:.1f} s", flush=True)
