@@ -1,4 +1,5 @@
 import argparse
+import os
 
 import nbformat
 import pytest
@@ -427,3 +428,20 @@ def test_an_unreadable_notebook_is_named(project, capsys):
     assert main(["03_broken"]) == 2
     err = capsys.readouterr().err
     assert "notebook" in err and "03_broken.ipynb cannot be read" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_pins_the_cpu_kernels_for_what_it_starts(monkeypatch):
+    """Kernels and stage workers inherit AVX2 kernels (torch, oneDNN, OpenBLAS) unless a variable is set already."""
+    for k in runner.PINNED_KERNELS:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")
+    assert runner.pinned_kernels() == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    seen = {}
+
+    def fake_schedule(todo, jobs, work, echo, more=None, slots=None):
+        seen.update({k: os.environ.get(k) for k in runner.PINNED_KERNELS})
+
+    monkeypatch.setattr(runner, "_schedule", fake_schedule)
+    runner.run("00_cooperative_games_tutorial", smoke=True, echo=None)
+    assert seen == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Zen"}
+    assert "ATEN_CPU_CAPABILITY" not in os.environ  # restored afterwards

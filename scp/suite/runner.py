@@ -23,7 +23,8 @@
   its provenance, and then replaces ``figures/NAME`` and ``results/NAME`` whole, both in one journaled step
   (:func:`_swap_in`).  ``--check`` (under the same lock) reruns into ``runs/check/NAME`` and compares every table
   file and record with the committed ones (:mod:`scp.suite.check`).  ``-j 2`` runs independent notebooks side by side;
-  a notebook whose parameters set ``torch_threads: 2`` takes both slots (:func:`thread_slots`).
+  a notebook whose parameters set ``torch_threads: 2`` takes both slots (:func:`thread_slots`).  Every kernel and
+  stage worker computes with AVX2 kernels (:data:`PINNED_KERNELS`), so a machine with AVX-512 gives the same bits.
 - A smoke run (``--smoke``) writes into a temporary folder (removed afterwards unless ``--out`` names one), so it
   never overwrites committed figures.  Executed copies go to ``runs/NAME.ipynb`` and ``runs/smoke/NAME.ipynb``
   (``<out>/runs/NAME.ipynb`` when an output folder is given).  Trained runs are shared through
@@ -86,6 +87,7 @@ from scp.suite.sources import _literal_defaults as _literal_defaults
 from scp.suite.sources import pending_swap as pending_swap
 
 __all__ = [
+    "PINNED_KERNELS",
     "NotebookFailed",
     "ParameterError",
     "RunnerError",
@@ -99,10 +101,12 @@ __all__ = [
     "notebook_parameters",
     "order",
     "parse_overrides",
+    "pinned_kernels",
     "read_sections",
     "resolve_params",
     "run",
     "run_notebook",
+    "thread_slots",
 ]
 
 
@@ -292,6 +296,20 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+PINNED_KERNELS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}
+"""The CPU kernels every kernel and stage worker of a run computes with (a variable already set wins): torch's,
+oneDNN's and OpenBLAS's AVX2 code paths.  Their AVX-512 paths round differently, so on an AVX-512 machine the
+embeddings' last bits change, and so every store key and, through training, the trained networks (measured on a
+cold regeneration: SCP's AUC moved by up to 0.14); pinned, a model's store key on an AVX-512 machine equals the one
+the committed results recorded on an AVX2 machine.  The provenance's ``machine.torch_cpu_capability`` and ``blas``
+show what a run used."""
+
+
+def pinned_kernels() -> dict[str, str]:
+    """The variables of :data:`PINNED_KERNELS` this process's environment does not set already."""
+    return {k: v for k, v in PINNED_KERNELS.items() if k not in os.environ}
 
 
 OUTPUTS = ("figures", "results")
@@ -857,7 +875,8 @@ def run(
         force: rerun notebooks that are up to date.
         check: rerun into a scratch folder and compare with the committed results instead of replacing them.
         jobs: notebooks run side by side when none comes after another (each kernel then gets
-            ``OMP_NUM_THREADS = cores // jobs`` unless that is set).
+            ``OMP_NUM_THREADS = cores // jobs`` unless that is set).  Every kernel and worker computes with the
+            CPU kernels :data:`PINNED_KERNELS` names.
         allow_dirty: write committed results from a tree with uncommitted changes (recorded as ``dirty: true``).
         planner: ``planner(name, parameters, models_root)`` lists the :class:`~scp.models.config.TrainConfig` of
             the models the notebook trains (``scp run`` passes :func:`scp.experiments.plan.staged_configs`); a run
@@ -906,6 +925,7 @@ def run(
         )
     locked: set[str] = set()
     with ExitStack() as held:
+        held.enter_context(_environment(**pinned_kernels()))  # before the stage's workers and the kernels start
         if committed or check:  # one writer per notebook: a second run of it is refused while this one runs
             for n in todo:
                 held.enter_context(exclusive_lock(_lock_file(n), f"notebook {n}"))
