@@ -807,13 +807,16 @@ def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None, slots: Mapp
     todo = list(todo)
     after = {n: {a for a in declarations([n])[n].after if a in todo} for n in todo}
     rank = critical_paths(todo, after, _last_wall_times(todo) if jobs > 1 else {})
-    width = {n: min(max(1, jobs), max(1, int((slots or {}).get(n, 1)))) for n in todo}
+
+    def width(n: str) -> int:
+        return min(max(1, jobs), max(1, int((slots or {}).get(n, 1))))
+
     pending, done, running, failure = list(todo), set(), {}, None
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         while pending or running:
-            while failure is None and sum(width[n] for n in running.values()) < jobs:
+            while failure is None:
                 ready = max((n for n in pending if after[n] <= done), key=lambda n: rank[n], default=None)
-                if ready is None or sum(width[n] for n in running.values()) + width[ready] > jobs:
+                if ready is None or sum(map(width, running.values())) + width(ready) > jobs:
                     break
                 pending.remove(ready)
                 running[pool.submit(work, ready)] = ready
@@ -831,7 +834,6 @@ def _schedule(todo: Sequence[str], jobs: int, work, echo, more=None, slots: Mapp
                             pending.append(extra)
                             after[extra] = {a for a in declarations([extra])[extra].after if a in todo}
                             rank[extra] = 0.0
-                            width[extra] = min(max(1, jobs), max(1, int((slots or {}).get(extra, 1))))
                 except BaseException as exc:  # noqa: BLE001 - re-raised below, after the others end
                     failure = failure or exc
     if failure is not None:
