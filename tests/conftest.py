@@ -3,8 +3,15 @@ from pathlib import Path
 
 import pytest
 
+from scp.suite.runner import PINNED_KERNELS  # imports no torch
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("SCP_DATA_DIR", str((ROOT.parent / "shared" / "data").resolve()))
+# The tests' own processes compute with the kernels `scp run` pins for its stage workers and notebook kernels
+# (scp.suite.runner.PINNED_KERNELS, set before torch loads), so an in-process result and a kernel's or worker's agree
+# bit for bit on an AVX-512 machine too, and the embedding cache they share holds one set of bits per text.
+for _var, _value in PINNED_KERNELS.items():
+    os.environ.setdefault(_var, _value)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one worker per core: one torch thread each (notebook kernels inherit it) instead of
     # every worker's torch spreading over all cores

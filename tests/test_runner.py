@@ -445,3 +445,12 @@ def test_a_run_pins_the_cpu_kernels_for_what_it_starts(monkeypatch):
     runner.run("00_cooperative_games_tutorial", smoke=True, echo=None)
     assert seen == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Zen"}
     assert "ATEN_CPU_CAPABILITY" not in os.environ  # restored afterwards
+
+
+def test_the_test_processes_compute_with_the_pinned_kernels():
+    """conftest pins this process's torch like a run's workers and kernels (an x86 CPU with AVX2 or more is assumed:
+    torch falls back below AVX2 on its own, never above the pin)."""
+    import torch
+
+    assert os.environ["ATEN_CPU_CAPABILITY"] == runner.PINNED_KERNELS["ATEN_CPU_CAPABILITY"]
+    assert torch.backends.cpu.get_cpu_capability() in {"AVX2", "DEFAULT", "NO AVX"}
