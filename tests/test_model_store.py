@@ -3,6 +3,8 @@ by single-thread workers, materialized into runs/models where train_or_load only
 training stage that fills it before any notebook starts."""
 
 import json
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 import pytest
 import torch
@@ -52,13 +54,12 @@ def test_a_model_is_trained_once_by_its_lineage_and_then_only_loaded(data_dir, t
     assert train_or_load(planned[0].config, runs_dir / "models") == folder / "best.safetensors"
     assert (folder / "best.safetensors").stat().st_mtime_ns == mtime
     assert model_store.materialize(planned[0], runs_dir) == folder  # already there: kept
-    # the stage's single-thread training gives the weights a one-thread in-process training gives
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        own = run(planned[0].config, tmp_path / "own", progress=False).best_path
-    finally:
-        torch.set_num_threads(threads)
+    # the stage's single-thread training gives the weights a one-thread training gives: the same config trained in a
+    # fresh process whose torch starts on one thread (the stage worker's set-up; pytest's own torch, started on more
+    # threads outside xdist and set to one afterwards, trained other last bits)
+    own = tmp_path / "own"
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=model_store._one_thread) as pool:
+        own = pool.submit(run, planned[0].config, own, progress=False).result().best_path
     mine, stored = weights(own), weights(planned[0].path / "best.safetensors")
     assert mine.keys() == stored.keys() and all(torch.equal(mine[k], stored[k]) for k in mine)
     assert read_checkpoint(own, ("epoch",))["epoch"] == 1
