@@ -57,9 +57,8 @@ def test_a_model_is_trained_once_by_its_lineage_and_then_only_loaded(data_dir, t
     # the stage's single-thread training gives the weights a one-thread training gives: the same config trained in a
     # fresh process whose torch starts on one thread (the stage worker's set-up; pytest's own torch, started on more
     # threads outside xdist and set to one afterwards, trained other last bits)
-    own = tmp_path / "own"
     with ProcessPoolExecutor(1, mp_context=get_context("spawn"), initializer=model_store._one_thread) as pool:
-        own = pool.submit(run, planned[0].config, own, progress=False).result().best_path
+        own = pool.submit(run, planned[0].config, tmp_path / "own", progress=False).result().best_path
     mine, stored = weights(own), weights(planned[0].path / "best.safetensors")
     assert mine.keys() == stored.keys() and all(torch.equal(mine[k], stored[k]) for k in mine)
     assert read_checkpoint(own, ("epoch",))["epoch"] == 1
